@@ -95,6 +95,9 @@ class _Run:
     def __init__(self, op: Op, bufs: dict[str, np.ndarray], dims: dict[str, int], check: bool):
         self.op, self.bufs, self.dims, self.check = op, bufs, dims, check
         self.stage = ""
+        # Points of the current domain whose value is used: inside a where() branch, a load
+        # may run out of bounds where the branch is not taken (a masked load, as backends do).
+        self.guard: np.ndarray | None = None
 
     # -- domains -------------------------------------------------------------------------
     def add_axis(self, dom: _Domain, a: Axis) -> tuple[str, int, np.ndarray | None]:
@@ -169,7 +172,8 @@ class _Run:
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 return _BINARY[e.op](a, b)
         if isinstance(e, Where):
-            return np.where(self.eval(e.cond, dom), self.eval(e.a, dom), self.eval(e.b, dom))
+            c = self.eval(e.cond, dom)
+            return np.where(c, self._branch(e.a, dom, c), self._branch(e.b, dom, np.logical_not(c)))
         if isinstance(e, Cast):
             v = self.eval(e.x, dom)
             if e.dtype.is_int:
@@ -180,15 +184,36 @@ class _Run:
             return self.reduce(e, dom)
         raise InterpError(f"cannot evaluate {type(e).__name__}")
 
+    def _branch(self, e: Expr, dom: _Domain, taken):
+        prev = self.guard
+        self.guard = taken if prev is None else np.logical_and(prev, taken)
+        try:
+            return self.eval(e, dom)
+        finally:
+            self.guard = prev
+
     def load(self, e: Load, dom: _Domain):
         arr = self.bufs[e.buffer.name]
         idx = [np.asarray(self.eval(i, dom)).astype(np.int64, copy=False) for i in e.index]
         for k, ix in enumerate(idx):
             if ix.size and (ix.min() < 0 or ix.max() >= arr.shape[k]):
-                raise InterpError(f"stage {self.stage!r} reads {e.buffer.name!r} out of bounds "
-                                  f"in dim {k}: index {int(ix.min())}..{int(ix.max())}, size "
-                                  f"{arr.shape[k]}")
+                if not self._masked_off((ix < 0) | (ix >= arr.shape[k])):
+                    raise InterpError(f"stage {self.stage!r} reads {e.buffer.name!r} out of "
+                                      f"bounds in dim {k}: index {int(ix.min())}.."
+                                      f"{int(ix.max())}, size {arr.shape[k]}")
+                if arr.shape[k] == 0:
+                    return np.zeros(np.broadcast_shapes(*(i.shape for i in idx)))
+                idx[k] = np.clip(ix, 0, arr.shape[k] - 1)
         return arr[tuple(idx)]
+
+    def _masked_off(self, bad: np.ndarray) -> bool:
+        """True when every out-of-bounds point lies where the enclosing where() is not taken."""
+        if self.guard is None:
+            return False
+        try:
+            return not np.logical_and(bad, self.guard).any()
+        except ValueError:  # shapes do not broadcast: cannot prove the read is masked
+            return False
 
     def reduce(self, e: Reduce, dom: _Domain):
         fast = self._contraction(e, dom)
@@ -196,7 +221,11 @@ class _Run:
             return fast
         inner = _Domain(list(dom.shape), dict(dom.axes))
         folds = [self.add_axis(inner, a) for a in e.axes]
-        val = np.broadcast_to(self.eval(e.body, inner), inner.shape)
+        prev, self.guard = self.guard, None  # the guard lives on the outer domain
+        try:
+            val = np.broadcast_to(self.eval(e.body, inner), inner.shape)
+        finally:
+            self.guard = prev
         val = val.astype(np.float64) if val.dtype.kind == "f" else val
         for kind, p, lengths in reversed(folds):
             if kind == "dense":
