@@ -68,11 +68,16 @@ def param(name: str) -> Dim:
     return Dim(name)
 
 
-def input(name: str, shape, dtype) -> Buffer:  # noqa: A001 - reads like the math
+def _dtype(dtype, stage: str | None = None) -> dt.DType:
+    """Parse a dtype name; an unknown one is a SpecError at the user's line."""
     try:
-        t = dt.parse(dtype)
+        return dt.parse(dtype)
     except ValueError as e:
-        raise SpecError(str(e), "", loc=user_location()) from None
+        raise SpecError(str(e), "", stage=stage, loc=user_location()) from None
+
+
+def input(name: str, shape, dtype) -> Buffer:  # noqa: A001 - reads like the math
+    t = _dtype(dtype)
     if t.name not in dt.BUFFER_DTYPES:
         raise SpecError(f"buffers cannot hold {t}", f"use one of {dt.BUFFER_DTYPES}",
                         loc=user_location())
@@ -163,11 +168,11 @@ def where(cond, a, b) -> Where:
 
 
 def cast(x, dtype) -> Cast:
-    return Cast(_wrap(x), dt.parse(dtype))
+    return Cast(_wrap(x), _dtype(dtype))
 
 
 def const(value, dtype) -> Const:
-    return Const(value, dt.parse(dtype))
+    return Const(value, _dtype(dtype))
 
 
 def compute(name: str, axes, body, *, dtype=None, store=None, shape=None) -> Compute:
@@ -176,7 +181,7 @@ def compute(name: str, axes, body, *, dtype=None, store=None, shape=None) -> Com
     ax = tuple(_axis_of(a) for a in axes)
     b = _wrap(body)
     if dtype is not None:
-        t = dt.parse(dtype)
+        t = _dtype(dtype, stage=name)
         if dtype_of(b) != t:
             b = Cast(b, t)
     t = dtype_of(b)
