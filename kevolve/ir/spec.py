@@ -101,10 +101,10 @@ def _execute(path: str) -> ModuleType:
             loc = f"{path}:{e.lineno}" if e.lineno else path
         else:  # a module the spec imports is broken: point at the import
             loc = _innermost(e, path)
-        raise SpecError(f"syntax error: {e.msg}", "fix the Python syntax", loc=loc) from e
+        raise SpecError(f"syntax error: {e.msg}", "", loc=loc) from e
     except Exception as e:
         msg = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-        raise SpecError(f"executing the spec raised {msg}", "fix the spec at this line",
+        raise SpecError(f"executing the spec raised {msg}", "",
                         loc=_innermost(e, path)) from e
     return module
 
