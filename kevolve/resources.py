@@ -1,0 +1,43 @@
+"""Files and facts that ship with kevolve: the templates folder and the version.
+
+The templates live at the top of the repository (`templates/`) and inside the wheel as the
+package `kevolve.templates` (setup.py maps one onto the other). `templates_dir()` finds
+them either way: installed (wheel or editable install) through importlib.resources, or in a
+plain checkout run with PYTHONPATH=. and no install.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from functools import lru_cache
+from pathlib import Path
+
+_CHECKOUT_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+
+@lru_cache(maxsize=1)
+def templates_dir() -> Path:
+    """The directory holding `<backend>/*.j2` templates (and `common/`)."""
+    try:
+        root = importlib.resources.files("kevolve.templates")
+    except ModuleNotFoundError:
+        root = None
+    if isinstance(root, Path) and root.is_dir():
+        return root
+    if (_CHECKOUT_TEMPLATES / "__init__.py").is_file():
+        return _CHECKOUT_TEMPLATES
+    raise FileNotFoundError(
+        "kevolve's templates are missing: expected the package kevolve.templates (an "
+        f"installed wheel) or {_CHECKOUT_TEMPLATES} (a checkout); reinstall kevolve")
+
+
+@lru_cache(maxsize=1)
+def version() -> str:
+    """The installed distribution's version; `0+checkout` when run from a bare checkout."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("kevolve")
+    except PackageNotFoundError:
+        return "0+checkout"
