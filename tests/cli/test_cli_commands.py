@@ -139,3 +139,20 @@ def test_help_is_light():
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             "try:\n    main(['show', '--help'])\nexcept SystemExit:\n    pass")
     assert _heavy_modules_after(code) == []
+
+
+def test_demo_on_a_small_preset(runner):
+    result = runner.invoke(main, ["demo", "--preset", "small", "--repeat", "1"],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.startswith("op softmax")
+    assert "torch eager" in out and "reference interpreter" in out
+    assert "nominal 20 GB/s" in out
+    err = float(out.split("max |torch - reference|")[1].split()[1])
+    assert err < 1e-5
+
+
+def test_demo_unknown_preset_is_a_user_error(runner):
+    err = assert_one_paragraph_error(runner.invoke(main, ["demo", "--preset", "huge"]))
+    assert "huge" in err
