@@ -3,8 +3,8 @@ and the torch eager code a user would write (the baseline to beat and a second o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -30,6 +30,20 @@ class OpDef:
     torch_eager: Callable  # (dict[str, torch.Tensor], dict[str, int]) -> dict[str, Tensor]
     edge_shapes: tuple[dict, ...] = ()  # small shapes that stress edges (empty segments)
     doc: str = ""
+    # dtype name -> Op, for ops whose shape dicts carry a "dtype" key (layernorm: f32, bf16).
+    # Buffer dtypes are part of an Op, so each dtype is its own (cheap, import-time) Op.
+    variants: dict[str, Op] = field(default_factory=dict)
+
+    def op_for(self, shape: str | dict = "small") -> Op:
+        """The IR for a preset or shape dict: the variant of its "dtype", else `op`."""
+        sd = self.shape(shape)
+        if not self.variants or "dtype" not in sd:
+            return self.op
+        try:
+            return self.variants[sd["dtype"]]
+        except KeyError:
+            raise KeyError(f"{self.name} has no {sd['dtype']!r} variant; dtypes: "
+                           f"{', '.join(self.variants)}") from None
 
     def case(self, shape: str | dict = "small", seed: int = 0) -> Case:
         """Fresh random inputs (never zeros) for a preset name or an explicit shape dict."""
@@ -52,10 +66,15 @@ def round_bf16(a: np.ndarray) -> np.ndarray:
     return ((u + bias) & np.uint32(0xFFFF0000)).view(np.float32)
 
 
+def as_dtype(a: np.ndarray, dtype: str) -> np.ndarray:
+    """Host array holding values of `dtype` (bf16: float32 rounded to bf16)."""
+    x = np.asarray(a, dtype=np.float32)
+    return round_bf16(x) if dtype == "bf16" else x.astype(np.float16) if dtype == "f16" else x
+
+
 def randn(rng: np.random.Generator, shape, dtype: str = "f32", scale: float = 1.0
           ) -> np.ndarray:
-    x = (rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float32)
-    return round_bf16(x) if dtype == "bf16" else x.astype(np.float16) if dtype == "f16" else x
+    return as_dtype(rng.standard_normal(shape, dtype=np.float32) * scale, dtype)
 
 
 def jagged_lengths(rng: np.random.Generator, b: int, max_len: int, mode: str = "uniform"
@@ -80,3 +99,18 @@ def jagged_lengths(rng: np.random.Generator, b: int, max_len: int, mode: str = "
 
 def offsets_of(lengths: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+
+def torch_inputs(op: Op, case: Case, device="cpu", float_dtype=None) -> dict:
+    """Case inputs as torch tensors of the op's buffer dtypes (bf16 buffers become
+    torch.bfloat16), or with every float input as `float_dtype` (float64 for oracles)."""
+    import torch
+
+    types = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+             "i32": torch.int32, "i64": torch.int64}
+    out = {}
+    for b in op.inputs:
+        t = types[b.dtype.name] if float_dtype is None or not b.dtype.is_float else float_dtype
+        out[b.name] = torch.from_numpy(np.ascontiguousarray(case.inputs[b.name])).to(
+            device=device, dtype=t)
+    return out
