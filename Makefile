@@ -3,7 +3,8 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PINS := torch==2.13.0 triton==3.6.0 "fbgemm-gpu-cpu==1.8.*"
+# numpy 2.4 breaks int() of 1-element arrays, which the Triton 3.6 interpreter relies on.
+PINS := torch==2.13.0 triton==3.6.0 "fbgemm-gpu-cpu==1.8.*" numpy==2.3.5
 
 .PHONY: setup demo test lint clean
 

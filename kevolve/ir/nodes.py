@@ -8,9 +8,9 @@ Source locations (`loc`) are kept for error messages but never take part in equa
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from typing import Callable, Iterator
 
 from . import dtypes as dt
 from .dtypes import DType
@@ -86,7 +86,8 @@ class Axis:
     @property
     def is_jagged(self) -> bool:
         """Bounds depend on other axes or on loaded data (FBGEMM-style offsets)."""
-        return any(isinstance(n, (AxisRef, Load)) for e in (self.start, self.extent) for n in walk(e))
+        return any(isinstance(n, (AxisRef, Load))
+                   for e in (self.start, self.extent) for n in walk(e))
 
     @property
     def bound(self) -> Expr:

@@ -111,7 +111,7 @@ def _check_expr(s: Compute, e: Expr, scope: set[str]) -> None:
                                 "it", f"wrap the expression in sum_/max_/min_(..., "
                                 f"over={e.axis.name})", stage=s.name, axis=e.axis.name,
                                 loc=s.loc)
-            raise SpecError(f"unknown axis {e.axis.name!r}", f"add it to the stage's axes or "
+            raise SpecError(f"unknown axis {e.axis.name!r}", "add it to the stage's axes or "
                             "use one of " + ", ".join(sorted(scope)), stage=s.name,
                             axis=e.axis.name, loc=s.loc)
         return

@@ -1,0 +1,130 @@
+"""The backend interface: capabilities as data, render -> KernelSource, build -> Kernel."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..schedule.errors import MoveError
+from ..schedule.plan import Plan
+from ..schedule.state import Schedule
+
+
+@dataclass(frozen=True)
+class Caps:
+    """What a target can honour, declared as data (the third legality layer reads it)."""
+
+    device: str  # cpu | cuda | hip | mtia
+    dtypes: tuple[str, ...] = ("f32", "f16", "bf16", "i32", "i64")
+    moves: frozenset[str] = frozenset({"split", "reorder", "fuse", "bind", "vectorize",
+                                       "unroll", "inline", "compute_at", "cache",
+                                       "reduction", "launch"})
+    strategies: frozenset[str] = frozenset({"auto", "single", "looped", "online"})
+    max_tile_elems: int = 1 << 16  # elements of one program's block tile
+    max_threads: int = 1024
+    shared_bytes: int = 0
+    vector_widths: tuple[int, ...] = (1, 2, 4, 8, 16)
+    max_warps: int = 32
+    wavefront: int = 32
+    bind_targets: frozenset[str] = frozenset({"grid"})
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    backend: str
+    op: str
+    lang: str  # python | c | cuda | hip | cpp
+    text: str
+    entry: str
+    flags: tuple[str, ...] = ()
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def hash(self) -> str:
+        h = hashlib.sha256()
+        for part in (self.backend, self.lang, self.entry, self.text, *self.flags):
+            h.update(part.encode())
+            h.update(b"\0")
+        return h.hexdigest()[:20]
+
+
+class Kernel:
+    """A built, callable kernel: `kernel(inputs, outputs, params)` writes into `outputs`."""
+
+    def __init__(self, source: KernelSource, fn, diagnostics: dict | None = None):
+        self.source = source
+        self._fn = fn
+        self.diagnostics = diagnostics or {}
+
+    def __call__(self, inputs: dict[str, Any], outputs: dict[str, Any],
+                 params: dict[str, int] | None = None) -> None:
+        self._fn(inputs, outputs, params or {})
+
+
+class Backend:
+    name: str = "?"
+    caps: Caps = Caps("cpu")
+    tensor_lib: str = "numpy"  # numpy | torch: what run() takes
+
+    def check(self, sched: Schedule, plan: Plan) -> None:
+        """Layer 3: raise MoveError for what this backend cannot honour."""
+        check_caps(self, sched, plan)
+
+    def render(self, plan: Plan) -> KernelSource:
+        raise NotImplementedError
+
+    def build(self, source: KernelSource) -> Kernel:
+        raise NotImplementedError
+
+    def available(self) -> tuple[bool, str]:
+        """Can this machine build (and run) kernels of this backend? (ok, reason)."""
+        return True, ""
+
+
+def check_caps(backend: Backend, sched: Schedule, plan: Plan) -> None:
+    caps = backend.caps
+    for s in sched.stages:
+        if s.reduction not in caps.strategies:
+            raise MoveError(s.reduction_by, "backend.strategy", f"{backend.name} cannot "
+                            f"reduce with strategy {s.reduction!r}",
+                            f"use one of {sorted(caps.strategies)}")
+        for lp in s.loops:
+            if lp.bind and lp.bind not in caps.bind_targets:
+                raise MoveError(None, "backend.bind", f"{backend.name} cannot bind "
+                                f"{s.name}.{lp.name} to {lp.bind}",
+                                f"bind to one of {sorted(caps.bind_targets)}")
+            if lp.vector and lp.vector not in caps.vector_widths:
+                raise MoveError(None, "backend.vector_width", f"{backend.name} has no vector "
+                                f"width {lp.vector}", f"use one of {caps.vector_widths}")
+        if s.caches and "cache" not in caps.moves:
+            raise MoveError(None, "backend.cache", f"{backend.name} does not cache tiles", "")
+    if sched.num_warps and sched.num_warps > caps.max_warps:
+        raise MoveError(None, "backend.num_warps", f"num_warps {sched.num_warps} exceeds "
+                        f"{backend.name}'s limit of {caps.max_warps}",
+                        f"use at most {caps.max_warps}")
+    for k in plan.kernels:
+        for st in k.steps:
+            elems = 1
+            sizes = {}
+            for lp in k.loops + st.reduce_loops:
+                if lp.role == "block":
+                    sizes[lp.pos] = max(sizes.get(lp.pos, 1), lp.size)
+            for v in sizes.values():
+                elems *= v
+            if elems > caps.max_tile_elems:
+                raise MoveError(None, "backend.tile_too_large", f"{k.name}: step "
+                                f"{st.stage.name!r} works on a tile of {elems} elements, over"
+                                f" {backend.name}'s limit of {caps.max_tile_elems}",
+                                "split an axis into smaller tiles")
+
+
+def cache_dir() -> Path:
+    """Where builds are cached: $KEVOLVE_CACHE or ~/.cache/kevolve (read once, at the edge)."""
+    root = os.environ.get("KEVOLVE_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "kevolve")
+    p = Path(root)
+    p.mkdir(parents=True, exist_ok=True)
+    return p

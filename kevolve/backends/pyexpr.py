@@ -1,0 +1,122 @@
+"""Python-syntax printing of IR expressions over named values (Triton and numba share it).
+
+A language supplies only data: how to call math functions, load, select and cast."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..ir.nodes import (
+    AxisRef,
+    Binary,
+    Cast,
+    Const,
+    Dim,
+    Expr,
+    Load,
+    Reduce,
+    Unary,
+    Where,
+    dtype_of,
+)
+
+PY_BINOP = {"add": "+", "sub": "-", "mul": "*", "mod": "%", "floordiv": "//", "lt": "<",
+            "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|",
+            "pow": "**"}
+
+
+@dataclass
+class Ctx:
+    """Names in scope while printing one step: axis values, computed-at stage values, and
+    accumulators of reductions already emitted."""
+
+    axes: dict[str, str] = field(default_factory=dict)
+    masks: dict[str, str | None] = field(default_factory=dict)
+    locals: dict[str, str] = field(default_factory=dict)
+    reduces: dict[Reduce, str] = field(default_factory=dict)
+
+    def child(self) -> Ctx:
+        return Ctx(dict(self.axes), dict(self.masks), dict(self.locals), dict(self.reduces))
+
+
+@dataclass(frozen=True)
+class PyLang:
+    unary: dict[str, Callable[[str], str]]
+    maximum: str
+    minimum: str
+    where: str
+    load: Callable[[str, str, str | None, Expr], str]  # (ptr, offset, mask, load) -> code
+    cast: Callable[[str, object], str]
+    dim: Callable[[str], str] = staticmethod(lambda n: f"d_{n}")
+    float_const: Callable[[float], str] = staticmethod(repr)
+
+
+def strides(shape: tuple[Expr, ...]) -> list[Expr]:
+    """Row-major strides of a buffer shape, as expressions over dims."""
+    out: list[Expr] = []
+    acc: Expr = Const(1)
+    for s in reversed(shape):
+        out.append(acc)
+        acc = s if acc == Const(1) else Binary("mul", s, acc)
+    return list(reversed(out))
+
+
+def axes_in(e: Expr) -> list[str]:
+    from ..ir.nodes import walk
+    seen: list[str] = []
+    for n in walk(e):
+        if isinstance(n, AxisRef) and n.axis.name not in seen:
+            seen.append(n.axis.name)
+    return seen
+
+
+def mask_of(ctx: Ctx, names) -> str | None:
+    ms = [ctx.masks[n] for n in names if ctx.masks.get(n)]
+    if not ms:
+        return None
+    return ms[0] if len(ms) == 1 else "(" + " & ".join(ms) + ")"
+
+
+def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
+    def go(x: Expr) -> str:
+        if isinstance(x, Const):
+            if dtype_of(x).is_float:
+                v = float(x.value)
+                return lang.float_const(v)
+            return str(int(x.value))
+        if isinstance(x, Dim):
+            return lang.dim(x.name)
+        if isinstance(x, AxisRef):
+            return ctx.axes[x.axis.name]
+        if isinstance(x, Reduce):
+            return ctx.reduces[x]
+        if isinstance(x, Load):
+            if x.buffer.name in ctx.locals:
+                return ctx.locals[x.buffer.name]
+            st = strides(x.buffer.shape)
+            terms = []
+            for i, s in zip(x.index, st):
+                t = go(i)
+                terms.append(t if s == Const(1) else f"{t} * {go(s)}")
+            off = " + ".join(f"({t})" for t in terms) if terms else "0"
+            return lang.load(ptr(x.buffer.name), off, mask_of(ctx, axes_in(x)), x)
+        if isinstance(x, Unary):
+            if x.op == "neg":
+                return f"(-{go(x.x)})"
+            return lang.unary[x.op](go(x.x))
+        if isinstance(x, Binary):
+            a, b = go(x.a), go(x.b)
+            if x.op == "max":
+                return f"{lang.maximum}({a}, {b})"
+            if x.op == "min":
+                return f"{lang.minimum}({a}, {b})"
+            if x.op == "div":
+                return f"({a} / {b})" if dtype_of(x).is_float else f"({a} // {b})"
+            return f"({a} {PY_BINOP[x.op]} {b})"
+        if isinstance(x, Where):
+            return f"{lang.where}({go(x.cond)}, {go(x.a)}, {go(x.b)})"
+        if isinstance(x, Cast):
+            return lang.cast(go(x.x), x.dtype)
+        raise TypeError(f"cannot print {type(x).__name__}")
+    return go(e)

@@ -1,0 +1,95 @@
+"""The Triton backend: tile-level kernels, compiled by Triton (or run by its interpreter)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+from ...ir.interp import bind_dims
+from ..base import Backend, Caps, Kernel, KernelSource, cache_dir
+from ..templating import banner, render
+from .emitter import render_module
+
+
+def require_triton(interpret: bool | None = None):
+    """Import Triton. Its interpreter is a process-wide mode fixed when Triton is first
+    imported (its standard library is decorated then), so asking for the other mode after
+    that is an error rather than a silent mix."""
+    if interpret and "triton" not in sys.modules:
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        import triton
+    except ImportError as e:
+        raise ImportError("the triton backend needs Triton: pip install 'kevolve[triton]'") from e
+    if interpret is not None and bool(triton.knobs.runtime.interpret) != interpret:
+        mode = "on" if interpret else "off"
+        was = "off" if interpret else "on"
+        raise RuntimeError(f"Triton was imported with its interpreter {was}; to run with "
+                           f"it {mode}, start a fresh process "
+                           f"{'with' if interpret else 'without'} TRITON_INTERPRET=1")
+    return triton
+
+
+class TritonBackend(Backend):
+    name = "triton"
+    tensor_lib = "torch"
+    caps = Caps("cuda", max_tile_elems=1 << 17, max_warps=32, wavefront=32,
+                bind_targets=frozenset({"grid", "threads"}))
+
+    def __init__(self, interpret: bool = False, device: str | None = None):
+        self.interpret = interpret
+        self.device = device or ("cpu" if interpret else "cuda")
+
+    def render(self, plan) -> KernelSource:
+        parts = render_module(plan, dot_f32=self.interpret)
+        text = render("triton/module.j2", banner=banner("#", plan.op.name, self.name),
+                      op=plan.op.name, shape_class=json.dumps(plan.dims_dict), **parts)
+        return KernelSource(self.name, plan.op.name, "python", text, "launch",
+                            meta={"plan": plan})
+
+    def available(self) -> tuple[bool, str]:
+        try:
+            require_triton(self.interpret)
+        except (ImportError, RuntimeError) as e:
+            return False, str(e)
+        if self.interpret:
+            return True, ""
+        try:
+            import torch
+            if not torch.cuda.is_available():
+                return False, "no GPU here (use interpret=True for TRITON_INTERPRET mode)"
+        except ImportError:
+            return False, "torch is needed to launch Triton kernels: pip install 'kevolve[torch]'"
+        return True, ""
+
+    def build(self, source: KernelSource) -> Kernel:
+        require_triton(self.interpret)
+        mod = load_module(source, self.interpret)
+        op = source.meta["plan"].op
+
+        def run(inputs, outputs, params):
+            mod.launch({**inputs, **outputs}, bind_dims(op, inputs, params))
+        return Kernel(source, run)
+
+
+def load_module(source: KernelSource, interpret: bool):
+    """Write the module under the cache (Triton reads kernel source from files), import it."""
+    d = cache_dir() / "triton"
+    d.mkdir(parents=True, exist_ok=True)
+    tag = "i" if interpret else "c"
+    path = Path(d) / f"k_{source.hash}_{tag}.py"
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(source.text)
+        tmp.replace(path)
+    name = f"kevolve_triton_{source.hash}_{tag}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sys.modules[name] = mod
+    return mod

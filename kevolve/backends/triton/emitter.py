@@ -1,0 +1,397 @@
+"""Triton rendering: grid loops become one flattened `tl.program_id(0)`, blocks become
+`tl.arange` tensors at their layout position, tails and jagged bounds become masks,
+reductions become `tl.sum/max/min(..., keep_dims=True)` over a block, contractions `tl.dot`.
+"""
+
+from __future__ import annotations
+
+from ...ir import dtypes as dt
+from ...ir.nodes import Cast, Const, Dim, Expr, Load, Op, Reduce, walk, walk_stage
+from ...schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
+from ..pyexpr import Ctx, PyLang, axes_in, emit, mask_of
+from ..tilewriter import grid_count, levels, reduces_in
+
+TL = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16", "i32": "tl.int32",
+      "i64": "tl.int64", "f64": "tl.float64", "bool": "tl.int1"}
+TORCH = {"f32": "torch.float32", "f16": "torch.float16", "bf16": "torch.bfloat16",
+         "i32": "torch.int32", "i64": "torch.int64"}
+IDENT = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')"}
+COMBINE = {"sum": "{a} + {b}", "max": "tl.maximum({a}, {b})", "min": "tl.minimum({a}, {b})"}
+
+
+def _load(raw: bool):
+    def f(ptr: str, off: str, mask: str | None, ld: Load) -> str:
+        m = f", mask={mask}, other=0" if mask else ""
+        code = f"tl.load({ptr} + {off}{m})"
+        if not raw and ld.buffer.dtype in (dt.f16, dt.bf16):
+            code += ".to(tl.float32)"
+        return code
+    return f
+
+
+def _lang(raw: bool = False) -> PyLang:
+    u = {"exp": "tl.exp({})", "log": "tl.log({})", "sqrt": "tl.sqrt({})",
+         "rsqrt": "tl.rsqrt({})", "sigmoid": "tl.sigmoid({})", "erf": "tl.erf({})",
+         "abs": "tl.abs({})", "tanh": "(2.0 * tl.sigmoid(2.0 * ({})) - 1.0)", "not": "(~{})"}
+    return PyLang(unary={k: v.format for k, v in u.items()}, maximum="tl.maximum",
+                  minimum="tl.minimum", where="tl.where", load=_load(raw),
+                  cast=lambda c, t: f"({c}).to({TL[t.name]})")
+
+
+LANG, RAW = _lang(), _lang(raw=True)
+
+
+def op_dims(op: Op) -> list[str]:
+    names: set[str] = set()
+    for b in op.inputs + tuple(s.out for s in op.stages):
+        for e in b.shape:
+            names |= {n.name for n in walk(e) if isinstance(n, Dim)}
+    for s in op.stages:
+        names |= {n.name for n in walk_stage(s) if isinstance(n, Dim)}
+    return sorted(names)
+
+
+def buffers(op: Op, plan: Plan) -> list[str]:
+    return [b.name for b in op.inputs] + list(op.outputs) + list(plan.scratch)
+
+
+def ptr(name: str) -> str:
+    return f"p_{name}"
+
+
+class KernelWriter:
+    def __init__(self, plan: Plan, k: KernelPlan, dot_f32: bool = False):
+        self.plan, self.k = plan, k
+        self.dot_f32 = dot_f32
+        self.lines: list[str] = []
+        self.ind = 1
+        self.n = 0
+        self.var: dict[str, str] = {}
+        self.lang = LANG
+
+    def w(self, s: str) -> None:
+        self.lines.append("    " * self.ind + s)
+
+    def fresh(self, base: str) -> str:
+        self.n += 1
+        return f"{base}{self.n}"
+
+    def ex(self, e: Expr, ctx: Ctx, lang: PyLang | None = None) -> str:
+        return emit(e, ctx, lang or self.lang, ptr)
+
+    def shape_idx(self, pos: int, rank: int | None = None) -> str:
+        rank = self.k.rank if rank is None else rank
+        if rank <= 1:
+            return ""
+        return "[" + ", ".join(":" if p == pos else "None" for p in range(rank)) + "]"
+
+    # -- program structure ---------------------------------------------------------------
+    def render(self) -> str:
+        k = self.k
+        self.grid()
+        for lp in k.loops:
+            if lp.role == "block":
+                v = f"r_{lp.name}"
+                self.w(f"{v} = tl.arange(0, {lp.size}){self.shape_idx(lp.pos)}")
+                self.var[lp.name] = v
+        root_ctx = Ctx()
+        maps = {m.axis.name: m for m in k.steps[-1].spatial}
+        for lvl, steps in levels(k):
+            if lvl is not None:
+                m = next(mm for mm in maps.values() if lvl.name in mm.loops)
+                self.axis_bounds(m, root_ctx)
+                s = m.strides[m.loops.index(lvl.name)]
+                ext = root_ctx.axes[f"__ext_{m.axis.name}"]
+                v = f"s_{lvl.name}"
+                self.w(f"for {v} in range(0, ({ext} + {s - 1}) // {s}):")
+                self.ind += 1
+                self.var[lvl.name] = v
+            for st in steps:
+                self.step(st, root_ctx)
+        return "\n".join(self.lines)
+
+    def grid(self) -> None:
+        k = self.k
+        g = k.grid
+        if not g:
+            return
+        self.w("pid = tl.program_id(0).to(tl.int64)")
+        counts = [self.ex(grid_count(k, lp), Ctx()) for lp in g]
+        if k.group_m and len(g) == 2:
+            a, b = g
+            self.w(f"n_a = {counts[0]}")
+            self.w(f"n_b = {counts[1]}")
+            self.w(f"per_group = {k.group_m} * n_b")
+            self.w(f"first = (pid // per_group) * {k.group_m}")
+            self.w(f"gsize = tl.minimum(n_a - first, {k.group_m})")
+            self.w(f"g_{a.name} = first + (pid % per_group) % gsize")
+            self.w(f"g_{b.name} = (pid % per_group) // gsize")
+        else:
+            rest = "pid"
+            for lp, c in reversed(list(zip(g, counts))):
+                if lp is g[0]:
+                    self.w(f"g_{lp.name} = {rest}")
+                else:
+                    self.w(f"g_{lp.name} = {rest} % ({c})")
+                    self.w(f"rest_{lp.name} = {rest} // ({c})")
+                    rest = f"rest_{lp.name}"
+        for lp in g:
+            self.var[lp.name] = f"g_{lp.name}"
+
+    # -- axis values ---------------------------------------------------------------------
+    def axis_bounds(self, m: AxisMap, ctx: Ctx) -> None:
+        a = m.axis
+        if f"__ext_{a.name}" in ctx.axes:
+            return
+        ext = self.ex(a.extent, ctx)
+        if not isinstance(a.extent, (Const, Dim)):
+            v = self.fresh(f"ext_{a.name}_")
+            self.w(f"{v} = {ext}")
+            ext = v
+        ctx.axes[f"__ext_{a.name}"] = ext
+        st = self.ex(a.start, ctx)
+        if not isinstance(a.start, (Const, Dim)):
+            v = self.fresh(f"start_{a.name}_")
+            self.w(f"{v} = {st}")
+            st = v
+        ctx.axes[f"__start_{a.name}"] = st
+
+    def axis_value(self, m: AxisMap, ctx: Ctx, var: dict[str, str] | None = None) -> None:
+        """Bind axis `m.axis` in ctx: its value (start + local) and mask (local < extent)."""
+        a = m.axis
+        var = var or self.var
+        self.axis_bounds(m, ctx)
+        ext, st = ctx.axes[f"__ext_{a.name}"], ctx.axes[f"__start_{a.name}"]
+        if m.fused:
+            f, which = m.fused
+            other = self.k.root.axis(next(o for o in self._loop(f).origin if o != a.name))
+            oe = self.ex(other.extent, ctx)
+            local = f"({var[f]} // ({oe}))" if which == 0 else f"({var[f]} % ({oe}))"
+        else:
+            parts = [var[ln] if s == 1 else f"{var[ln]} * {s}" for ln, s in
+                     zip(m.loops, m.strides)]
+            local = " + ".join(parts)
+        v = self.fresh(f"{a.name}_")
+        self.w(f"{v}_l = {local}")
+        self.w(f"{v} = {v}_l" if st == "0" else f"{v} = {st} + {v}_l")
+        ctx.axes[a.name] = v
+        if m.masked:
+            self.w(f"{v}_m = {v}_l < {ext}")
+            ctx.masks[a.name] = f"{v}_m"
+        else:
+            ctx.masks[a.name] = None
+
+    def _loop(self, name: str) -> PLoop:
+        return next(lp for lp in self.k.loops if lp.name == name)
+
+    # -- steps ---------------------------------------------------------------------------
+    def step(self, st: Step, pctx: Ctx) -> None:
+        ctx = Ctx(locals=pctx.locals)
+        for m in st.spatial:
+            self.axis_value(m, ctx)
+        self.w(f"# stage {st.stage.name} ({st.strategy})")
+        for r in reduces_in(st.body):
+            if st.strategy == "dot" and r is st.body:
+                ctx.reduces[r] = self.dot(st, r, ctx)
+            elif st.strategy == "online" and r is st.body:
+                m, s = self.online(st, r, ctx)
+                pctx.locals[st.online_max] = m
+                ctx.reduces[r] = s
+            else:
+                ctx.reduces[r] = self.reduce(st, r, ctx)
+        val = self.ex(st.body, ctx)
+        if st.is_root:
+            self.store(st, val, ctx)
+        else:
+            v = f"val_{st.stage.name}"
+            self.w(f"{v} = {val}")
+            pctx.locals[st.stage.name] = v
+
+    def spatial_shape(self, st: Step) -> list[int]:
+        shape = [1] * self.k.rank
+        for m in st.spatial:
+            for ln in m.loops:
+                lp = self._loop(ln)
+                if lp.role == "block":
+                    shape[lp.pos] = lp.size
+        return shape
+
+    def red_loops(self, st: Step, r: Reduce, ctx: Ctx, lang_var: dict[str, str]):
+        """Open the seq loops of reduce axes of `r`; bind block aranges. Returns depth."""
+        depth = 0
+        for m in st.reduce:
+            if m.axis not in r.axes:
+                continue
+            for ln in m.loops:
+                lp = next(x for x in st.reduce_loops if x.name == ln)
+                if lp.role == "seq":
+                    self.axis_bounds(m, ctx)
+                    s = m.strides[m.loops.index(ln)]
+                    v = self.fresh(f"s_{ln}_")
+                    self.w(f"for {v} in range(0, ({ctx.axes['__ext_' + m.axis.name]} + "
+                           f"{s - 1}) // {s}):")
+                    self.ind += 1
+                    depth += 1
+                    lang_var[ln] = v
+        return depth
+
+    def reduce_axes_values(self, st: Step, r: Reduce, ctx: Ctx, var: dict[str, str],
+                           orient: dict[str, str] | None = None) -> None:
+        for m in st.reduce:
+            if m.axis not in r.axes:
+                continue
+            for ln in m.loops:
+                lp = next(x for x in st.reduce_loops if x.name == ln)
+                if lp.role == "block":
+                    idx = orient[ln] if orient else self.shape_idx(lp.pos)
+                    v = self.fresh(f"r_{ln}_")
+                    self.w(f"{v} = tl.arange(0, {lp.size}){idx}")
+                    var[ln] = v
+            self.axis_value(m, ctx, var)
+
+    def reduce(self, st: Step, r: Reduce, ctx: Ctx) -> str:
+        acc = self.fresh("acc")
+        shape = self.spatial_shape(st)
+        self.w(f"{acc} = tl.full({shape}, {IDENT[r.op]}, tl.float32)")
+        rctx = ctx.child()
+        var = dict(self.var)
+        depth = self.red_loops(st, r, rctx, var)
+        self.reduce_axes_values(st, r, rctx, var)
+        v = self.fresh("v")
+        self.w(f"{v} = ({self.ex(r.body, rctx)}).to(tl.float32)")
+        mask = mask_of(rctx, [a.name for a in r.axes])
+        if mask:
+            self.w(f"{v} = tl.where({mask}, {v}, {IDENT[r.op]})")
+        red = v
+        for m in st.reduce:
+            if m.axis in r.axes:
+                for ln in m.loops:
+                    lp = next(x for x in st.reduce_loops if x.name == ln)
+                    if lp.role == "block":
+                        red = f"tl.{r.op}({red}, axis={lp.pos}, keep_dims=True)"
+        self.w(f"{acc} = {COMBINE[r.op].format(a=acc, b=red)}")
+        self.ind -= depth
+        if r.op != "sum" and any(not isinstance(a.extent, (Const, Dim)) for a in r.axes):
+            ext = " * ".join(f"({rctx.axes['__ext_' + a.name]})" for a in r.axes)
+            self.w(f"{acc} = tl.where({ext} > 0, {acc}, 0.0)")
+        return acc
+
+    def online(self, st: Step, r: Reduce, ctx: Ctx) -> tuple[str, str]:
+        """One pass: running max m and rescaled running sum s (softmax normalizer)."""
+        x_expr = r.body.x.a  # exp(x - m)
+        shape = self.spatial_shape(st)
+        m, s = self.fresh("m"), self.fresh("s")
+        self.w(f"{m} = tl.full({shape}, float('-inf'), tl.float32)")
+        self.w(f"{s} = tl.zeros({shape}, tl.float32)")
+        rctx = ctx.child()
+        var = dict(self.var)
+        depth = self.red_loops(st, r, rctx, var)
+        self.reduce_axes_values(st, r, rctx, var)
+        x = self.fresh("x")
+        self.w(f"{x} = ({self.ex(x_expr, rctx)}).to(tl.float32)")
+        mask = mask_of(rctx, [a.name for a in r.axes])
+        if mask:
+            self.w(f"{x} = tl.where({mask}, {x}, float('-inf'))")
+        tmax = x
+        tsum_axes = []
+        for mm in st.reduce:
+            for ln in mm.loops:
+                lp = next(q for q in st.reduce_loops if q.name == ln)
+                if lp.role == "block":
+                    tmax = f"tl.max({tmax}, axis={lp.pos}, keep_dims=True)"
+                    tsum_axes.append(lp.pos)
+        mn, safe = self.fresh("mn"), self.fresh("ms")
+        self.w(f"{mn} = tl.maximum({m}, {tmax})")
+        self.w(f"{safe} = tl.where({mn} == float('-inf'), 0.0, {mn})")
+        p = f"tl.exp({x} - {safe})"
+        for pos in tsum_axes:
+            p = f"tl.sum({p}, axis={pos}, keep_dims=True)"
+        self.w(f"{s} = {s} * tl.exp({m} - {safe}) + {p}")
+        self.w(f"{m} = {mn}")
+        self.ind -= depth
+        self.w(f"{m} = tl.where({m} == float('-inf'), 0.0, {m})")
+        return m, s
+
+    def dot(self, st: Step, r: Reduce, ctx: Ctx) -> str:
+        """sum_k A*B with A on block position 0 and B on position 1 -> tl.dot."""
+        shape = self.spatial_shape(st)
+        acc = self.fresh("acc")
+        self.w(f"{acc} = tl.zeros({shape}, tl.float32)")
+        mul = r.body
+        a, b = (x.x if isinstance(x, Cast) else x for x in (mul.a, mul.b))
+        if self._pos_of(st, a) == 1:
+            a, b = b, a
+        rctx = ctx.child()
+        var = dict(self.var)
+        depth = self.red_loops(st, r, rctx, var)
+        kl = next(x for x in st.reduce_loops if x.role == "block")
+        ka, kb = rctx.child(), rctx.child()
+        self.reduce_axes_values(st, r, ka, dict(var), {kl.name: "[None, :]"})
+        self.reduce_axes_values(st, r, kb, dict(var), {kl.name: "[:, None]"})
+        ta, tb = self.fresh("a"), self.fresh("b")
+        self.w(f"{ta} = {self.ex(a, ka, RAW)}")
+        self.w(f"{tb} = {self.ex(b, kb, RAW)}")
+        f32 = a.buffer.dtype == dt.f32 or b.buffer.dtype == dt.f32
+        prec = ', input_precision="ieee"' if f32 else ""
+        if a.buffer.dtype != b.buffer.dtype or self.dot_f32:
+            self.w(f"{ta} = {ta}.to(tl.float32)")
+            self.w(f"{tb} = {tb}.to(tl.float32)")
+            prec = ', input_precision="ieee"'
+        self.w(f"{acc} = tl.dot({ta}, {tb}, {acc}{prec})")
+        self.ind -= depth
+        return acc
+
+    def _pos_of(self, st: Step, ld: Load) -> int | None:
+        names = set(axes_in(ld))
+        for m in st.spatial:
+            if m.axis.name in names:
+                for ln in m.loops:
+                    lp = self._loop(ln)
+                    if lp.role == "block":
+                        return lp.pos
+        return None
+
+    def store(self, st: Step, val: str, ctx: Ctx) -> None:
+        out = st.stage.out
+        from ..pyexpr import strides
+        terms = []
+        for i, s in zip(st.stage.store_index, strides(out.shape)):
+            t = self.ex(i, ctx)
+            terms.append(t if s == Const(1) else f"{t} * {self.ex(s, ctx)}")
+        off = " + ".join(f"({t})" for t in terms) if terms else "0"
+        mask = mask_of(ctx, [m.axis.name for m in st.spatial])
+        m = f", mask={mask}" if mask else ""
+        self.w(f"tl.store({ptr(out.name)} + {off}, ({val}).to({TL[out.dtype.name]}){m})")
+
+
+def render_module(plan: Plan, dot_f32: bool = False) -> dict:
+    """The pieces the module template needs: kernels, launcher lines, guards, scratch.
+    `dot_f32` upcasts tl.dot operands (Triton 3.6's interpreter gets bf16 dots wrong)."""
+    op = plan.op
+    dims = op_dims(op)
+    bufs = buffers(op, plan)
+    args = [ptr(b) for b in bufs] + [f"d_{d}" for d in dims]
+    kernels = []
+    ctx = Ctx()
+    for k in plan.kernels:
+        body = KernelWriter(plan, k, dot_f32).render()
+        total = " * ".join(f"({emit(grid_count(k, lp), ctx, LANG, ptr)})" for lp in k.grid) \
+            or "1"
+        kernels.append({"name": k.name, "args": ", ".join(args), "body": body,
+                        "grid": total, "num_warps": k.num_warps or 4,
+                        "num_stages": k.num_stages or (3 if k.steps[-1].strategy == "dot"
+                                                       or any(s.strategy == "dot"
+                                                              for s in k.steps) else 1),
+                        "call": ", ".join([f'bufs["{b}"]' for b in bufs] +
+                                          [f"d_{d}" for d in dims])})
+    guards = []
+    for k in plan.kernels:
+        for cond, msg in k.guards:
+            guards.append({"cond": emit(cond, ctx, LANG, ptr), "msg": msg})
+    scratch = []
+    for name in plan.scratch:
+        b = op.stage(name).out
+        shape = ", ".join(emit(s, ctx, LANG, ptr) for s in b.shape)
+        scratch.append({"name": name, "shape": f"({shape},)", "dtype": TORCH[b.dtype.name]})
+    return {"kernels": kernels, "dims": dims, "guards": guards, "scratch": scratch}
+
