@@ -10,6 +10,7 @@ tests/test_packaging.py builds a wheel and checks that the templates and every m
 from setuptools import find_namespace_packages, setup
 
 NOT_PACKAGES = ["__pycache__", "*.__pycache__"]
+TEMPLATE_FILES = ("j2", "h", "hpp", "cuh", "json")  # the test fails on any other kind
 KEVOLVE = find_namespace_packages(include=["kevolve", "kevolve.*"], exclude=NOT_PACKAGES)
 # Template folders (templates/<backend>/) are listed too, so setuptools does not warn that
 # they look importable; their files come from the kevolve.templates globs below.
@@ -20,5 +21,6 @@ TEMPLATES = ["kevolve.templates"] + [
 setup(
     packages=KEVOLVE + TEMPLATES,
     package_dir={"kevolve.templates": "templates"},
-    package_data={"kevolve.templates": ["**/*.j2", "**/*.h"], "kevolve": ["data/*"]},
+    package_data={"kevolve.templates": [f"**/*.{ext}" for ext in TEMPLATE_FILES],
+                  "kevolve": ["data/*"]},
 )

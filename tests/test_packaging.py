@@ -52,8 +52,11 @@ def test_wheel_ships_templates_and_every_package(wheel):
     assert "kevolve/templates/common/header.j2" in names
     assert "kevolve/templates/__init__.py" in names
     assert not any(n.startswith("templates/") for n in names)  # no top-level package
-    for init in (REPO / "templates").rglob("*.j2"):
-        assert f"kevolve/templates/{init.relative_to(REPO / 'templates').as_posix()}" in names
+    for f in (REPO / "templates").rglob("*"):
+        if f.is_file() and "__pycache__" not in f.parts:
+            rel = f.relative_to(REPO / "templates").as_posix()
+            assert f"kevolve/templates/{rel}" in names, f"templates/{rel} is not shipped: " \
+                "add its extension to TEMPLATE_FILES in setup.py"
     for py in (REPO / "kevolve").rglob("*.py"):
         rel = py.relative_to(REPO).as_posix()
         assert rel in names, f"{rel} is missing from the wheel: is its package discovered?"
