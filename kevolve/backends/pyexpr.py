@@ -1,6 +1,7 @@
-"""Python-syntax printing of IR expressions over named values (Triton and numba share it).
+"""Printing IR expressions over named values, for every backend language.
 
-A language supplies only data: how to call math functions, load, select and cast."""
+A language supplies only data: operator spellings, how to call math functions, load,
+select and cast. Triton, numba and the C family share this one printer."""
 
 from __future__ import annotations
 
@@ -43,13 +44,17 @@ class Ctx:
 @dataclass(frozen=True)
 class PyLang:
     unary: dict[str, Callable[[str], str]]
-    maximum: str
+    maximum: str  # function names; C picks float or int versions by type below
     minimum: str
-    where: str
+    where: Callable[[str, str, str], str]
     load: Callable[[str, str, str | None, Expr], str]  # (ptr, offset, mask, load) -> code
     cast: Callable[[str, object], str]
     dim: Callable[[str], str] = staticmethod(lambda n: f"d_{n}")
     float_const: Callable[[float], str] = staticmethod(repr)
+    binops: dict[str, str] = field(default_factory=lambda: dict(PY_BINOP))
+    intdiv: str = "//"
+    int_maximum: str | None = None
+    int_minimum: str | None = None
 
 
 def strides(shape: tuple[Expr, ...]) -> list[Expr]:
@@ -107,15 +112,16 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
             return lang.unary[x.op](go(x.x))
         if isinstance(x, Binary):
             a, b = go(x.a), go(x.b)
+            fl = dtype_of(x).is_float
             if x.op == "max":
-                return f"{lang.maximum}({a}, {b})"
+                return f"{lang.maximum if fl else lang.int_maximum or lang.maximum}({a}, {b})"
             if x.op == "min":
-                return f"{lang.minimum}({a}, {b})"
-            if x.op == "div":
-                return f"({a} / {b})" if dtype_of(x).is_float else f"({a} // {b})"
-            return f"({a} {PY_BINOP[x.op]} {b})"
+                return f"{lang.minimum if fl else lang.int_minimum or lang.minimum}({a}, {b})"
+            if x.op in ("div", "floordiv"):
+                return f"({a} / {b})" if fl else f"({a} {lang.intdiv} {b})"
+            return f"({a} {lang.binops[x.op]} {b})"
         if isinstance(x, Where):
-            return f"{lang.where}({go(x.cond)}, {go(x.a)}, {go(x.b)})"
+            return lang.where(go(x.cond), go(x.a), go(x.b))
         if isinstance(x, Cast):
             return lang.cast(go(x.x), x.dtype)
         raise TypeError(f"cannot print {type(x).__name__}")

@@ -61,10 +61,20 @@ class Expr:
     def __or__(self, o): return Binary("or", self, _wrap(o))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Const(Expr):
     value: float | int
     dtype: DType | None = None  # None: weakly typed, adopts its partner's type
+
+    # 1 and 1.0 are different constants (an index vs a float): compare the Python type too.
+    def _key(self):
+        return (type(self.value).__name__, self.value, self.dtype)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Const) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(("Const",) + self._key())
 
 
 @dataclass(frozen=True)

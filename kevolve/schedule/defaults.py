@@ -7,7 +7,7 @@ Contractions get 2-d output tiles; 1-d ops get a split. Sizes are `$` decisions.
 from __future__ import annotations
 
 from ..ir.interp import eval_int
-from ..ir.nodes import Binary, Load, Op, Reduce, walk
+from ..ir.nodes import AxisRef, Binary, Cast, Load, Op, Reduce, walk
 from .lower import p2
 from .trace import Trace
 
@@ -15,10 +15,21 @@ MAX_TILE = 16384  # elements of one program's tile beyond which defaults split
 
 
 def _contraction(body) -> bool:
-    return any(isinstance(n, Reduce) and n.op == "sum" and isinstance(n.body, Binary)
-               and n.body.op == "mul" and all(isinstance(x, Load) or getattr(x, "x", None)
-                                              is not None for x in (n.body.a, n.body.b))
-               and len(n.axes) == 1 for n in walk(body))
+    """sum_k A[.., k] * B[.., k] where A and B each range over a spatial axis the other
+    does not (a matrix product, not a sum of squares)."""
+    for n in walk(body):
+        if not (isinstance(n, Reduce) and n.op == "sum" and len(n.axes) == 1
+                and isinstance(n.body, Binary) and n.body.op == "mul"):
+            continue
+        a, b = (x.x if isinstance(x, Cast) else x for x in (n.body.a, n.body.b))
+        if not (isinstance(a, Load) and isinstance(b, Load)):
+            continue
+        k = n.axes[0].name
+        sa = {x.axis.name for x in walk(a) if isinstance(x, AxisRef)}
+        sb = {x.axis.name for x in walk(b) if isinstance(x, AxisRef)}
+        if k in sa and k in sb and sa - sb and sb - sa:
+            return True
+    return False
 
 
 def _bound(e, dims):

@@ -34,7 +34,8 @@ def _lang(raw: bool = False) -> PyLang:
          "rsqrt": "tl.rsqrt({})", "sigmoid": "tl.sigmoid({})", "erf": "tl.erf({})",
          "abs": "tl.abs({})", "tanh": "(2.0 * tl.sigmoid(2.0 * ({})) - 1.0)", "not": "(~{})"}
     return PyLang(unary={k: v.format for k, v in u.items()}, maximum="tl.maximum",
-                  minimum="tl.minimum", where="tl.where", load=_load(raw),
+                  minimum="tl.minimum", where=lambda c, a, b: f"tl.where({c}, {a}, {b})",
+                  load=_load(raw),
                   cast=lambda c, t: f"({c}).to({TL[t.name]})")
 
 

@@ -1,0 +1,462 @@
+"""The C-like family's emitter: a KernelPlan becomes a tree of scalar loops.
+
+Blocks of the plan become loops whose bounds carry the masks (so no load needs a guard);
+grid loops become parallel loops (CPU) or the launch grid (GPU languages); steps computed
+at the root keep their values in small local arrays indexed by block position. A language
+is data (`CLang`): types, math names, pragmas, qualifiers. Statement printers for C-style
+syntax and for Python (numba) walk the same tree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.nodes import AxisRef, Const, Dim, Expr, Load, Reduce, walk
+from ..schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
+from .pyexpr import Ctx, PyLang, emit
+from .tilewriter import grid_count, levels, reduces_in
+
+# -- statements ---------------------------------------------------------------------------
+
+
+@dataclass
+class Decl:
+    name: str
+    ctype: str  # f32 | i64 | ...
+    init: str | None = None
+    size: int | None = None  # local array
+
+
+@dataclass
+class Assign:
+    target: str
+    value: str
+
+
+@dataclass
+class Comment:
+    text: str
+
+
+@dataclass
+class For:
+    var: str
+    hi: str
+    body: list
+    kind: str = "seq"  # grid | seq | simd
+    reduction: tuple[str, str] | None = None  # (op, var) for simd reductions
+    vector: int | None = None
+    unroll: int | None = None
+
+
+@dataclass
+class Check:
+    """Early exit of the launcher when a shape guard fails."""
+
+    cond: str
+    code: int
+
+
+# -- languages ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CLang:
+    name: str
+    expr: PyLang
+    types: dict[str, str]
+    ident: dict[str, str]  # reduction identities by op
+    combine: dict[str, str]  # "{a}", "{b}" templates
+    min_call: str = "kv_min({a}, {b})"
+    omp: bool = False
+    to_acc: str = "(float)({})"  # a value converted to the accumulator type
+    zero: str = "0.0f"
+    store_cast: dict = None  # output dtype -> "{}" template applied to stored values
+
+
+def c_float(v: float) -> str:
+    if v != v:
+        return "NAN"
+    if v in (float("inf"), float("-inf")):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    r = repr(float(v))
+    return (r if ("e" in r or "." in r) else r + ".0") + "f"
+
+
+def c_expr_lang(load) -> PyLang:
+    u = {"exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "(1.0f / sqrtf({}))",
+         "sigmoid": "(1.0f / (1.0f + expf(-({}))))", "erf": "erff({})", "abs": "fabsf({})",
+         "tanh": "tanhf({})", "not": "(!({}))"}
+    ops = {"add": "+", "sub": "-", "mul": "*", "mod": "%", "lt": "<", "le": "<=", "gt": ">",
+           "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||", "pow": "**"}
+    return PyLang(unary={k: v.format for k, v in u.items()}, maximum="fmaxf",
+                  minimum="fminf", where=lambda c, a, b: f"(({c}) ? ({a}) : ({b}))",
+                  load=load, cast=lambda c, t: f"(({C_TYPES[t.name]})({c}))",
+                  float_const=c_float, binops=ops, intdiv="/", int_maximum="kv_max",
+                  int_minimum="kv_min")
+
+
+C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t",
+           "bool": "int", "f16": "_Float16", "bf16": "float"}
+
+
+def c_load(ptr: str, off: str, mask, ld: Load) -> str:
+    return f"{ptr}[{off}]"
+
+
+# -- the builder --------------------------------------------------------------------------
+
+
+def ptr(name: str) -> str:
+    return f"p_{name}"
+
+
+class ScalarBuilder:
+    """Builds the loop tree of one kernel of a plan for a scalar language."""
+
+    def __init__(self, plan: Plan, k: KernelPlan, lang: CLang):
+        self.plan, self.k, self.lang = plan, k, lang
+        self.var: dict[str, str] = {}
+        self.n = 0
+        self.loops = {lp.name: lp for lp in k.loops}
+        self.role = {lp.name: lp.role for lp in k.loops}  # reduce loops join as they open
+
+    def fresh(self, base: str) -> str:
+        self.n += 1
+        return f"{base}{self.n}"
+
+    def ex(self, e: Expr, ctx: Ctx) -> str:
+        return emit(e, ctx, self.lang.expr, ptr)
+
+    def build(self) -> list:
+        """The kernel body: grid loops around the program (steps by level)."""
+        k = self.k
+        outer: list = []
+        body = outer
+        for lp in k.grid:
+            v = f"g_{lp.name}"
+            self.var[lp.name] = v
+            inner: list = []
+            body.append(For(v, f"({self.ex(grid_count(k, lp), Ctx())})", inner, "grid"))
+            body = inner
+        ctx = Ctx()
+        root_maps = {m.axis.name: m for m in k.steps[-1].spatial}
+        for lvl, steps in levels(k):
+            if lvl is not None:
+                m = next(mm for mm in root_maps.values() if lvl.name in mm.loops)
+                self.bounds(m, ctx, body)
+                s = m.strides[m.loops.index(lvl.name)]
+                v = f"s_{lvl.name}"
+                inner = []
+                body.append(For(v, f"(({ctx.axes['__ext_' + m.axis.name]}) + {s - 1}) / {s}",
+                                inner, unroll=lvl.unroll))
+                self.var[lvl.name] = v
+                body = inner
+            for st in steps:
+                self.step(st, ctx, body)
+        return outer
+
+    # -- axes ------------------------------------------------------------------------
+    def bounds(self, m: AxisMap, ctx: Ctx, out: list) -> None:
+        a = m.axis
+        if f"__ext_{a.name}" in ctx.axes:
+            return
+        for key, e in (("ext", a.extent), ("start", a.start)):
+            code = self.ex(e, ctx)
+            if not isinstance(e, (Const, Dim)):
+                v = self.fresh(f"{key}_{a.name}_")
+                out.append(Decl(v, "i64", code))
+                code = v
+            ctx.axes[f"__{key}_{a.name}"] = code
+
+    def outer_part(self, m: AxisMap) -> str:
+        """The part of an axis' local index contributed by non-block loops."""
+        parts = []
+        for ln, s in zip(m.loops, m.strides):
+            if self.role.get(ln) != "block":
+                parts.append(self.var[ln] if s == 1 else f"{self.var[ln]} * {s}")
+        return " + ".join(parts) if parts else "0"
+
+    def value(self, m: AxisMap, ctx: Ctx, out: list, block_var: str | None) -> None:
+        a = m.axis
+        self.bounds(m, ctx, out)
+        st = ctx.axes[f"__start_{a.name}"]
+        if m.fused:
+            f, which = m.fused
+            other = self.k.root.axis(next(o for o in self.loops[f].origin if o != a.name))
+            oe = self.ex(other.extent, ctx)
+            local = f"({self.var[f]} / ({oe}))" if which == 0 else f"({self.var[f]} % ({oe}))"
+        else:
+            local = self.outer_part(m)
+            if block_var is not None:
+                local = block_var if local == "0" else f"{local} + {block_var}"
+        v = self.fresh(f"{a.name}_")
+        out.append(Decl(v, "i64", local if st == "0" else f"{st} + {local}"))
+        ctx.axes[a.name] = v
+
+    def block_bound(self, m: AxisMap, lp: PLoop, ctx: Ctx) -> str:
+        ext = ctx.axes[f"__ext_{m.axis.name}"]
+        if not m.masked:
+            return str(lp.size)
+        outer = self.outer_part(m)
+        rem = ext if outer == "0" else f"({ext}) - ({outer})"
+        return self.lang.min_call.format(a=lp.size, b=rem)
+
+    # -- spatial loops of a step -------------------------------------------------------
+    def block_of(self, m: AxisMap) -> PLoop | None:
+        for ln in m.loops:
+            lp = self.loops.get(ln)
+            if lp is not None and lp.role == "block":
+                return lp
+        return None
+
+    def positions(self, st: Step) -> list[tuple[int, int]]:
+        ps = sorted({(lp.pos, lp.size) for m in st.spatial if (lp := self.block_of(m))})
+        return ps
+
+    def local_index(self, st: Step) -> tuple[int | None, str]:
+        """(array size or None for a scalar, index expression over b<pos> vars)."""
+        ps = self.positions(st)
+        if not ps:
+            return None, ""
+        size, idx, stride = 1, [], 1
+        for pos, sz in reversed(ps):
+            idx.append(f"b{pos}" if stride == 1 else f"b{pos} * {stride}")
+            stride *= sz
+            size *= sz
+        return size, " + ".join(reversed(idx))
+
+    def spatial_nest(self, st: Step, ctx: Ctx, out: list, simd_inner: bool = True):
+        """Open loops over the step's block positions (bounds = masks); bind all spatial
+        axis values. Returns (innermost body list, ctx)."""
+        body = out
+        maps_by_pos: dict[int, list[AxisMap]] = {}
+        for m in st.spatial:
+            lp = self.block_of(m)
+            if lp is None:
+                self.value(m, ctx, body, None)
+            else:
+                maps_by_pos.setdefault(lp.pos, []).append(m)
+        order = sorted(maps_by_pos)
+        for n, pos in enumerate(order):
+            ms = maps_by_pos[pos]
+            lp = self.block_of(ms[0])
+            for m in ms:
+                self.bounds(m, ctx, body)
+            inner: list = []
+            kind = "simd" if simd_inner and n == len(order) - 1 else "seq"
+            body.append(For(f"b{pos}", self.block_bound(ms[0], lp, ctx), inner, kind,
+                            vector=lp.vector, unroll=lp.unroll))
+            body = inner
+            for m in ms:
+                self.value(m, ctx, body, f"b{pos}")
+        return body
+
+    # -- steps -------------------------------------------------------------------------
+    def step(self, st: Step, pctx: Ctx, out: list) -> None:
+        out.append(Comment(f"stage {st.stage.name} ({st.strategy})"))
+        ctx = Ctx(locals=pctx.locals)
+        size, idx = self.local_index(st)
+        for r in reduces_in(st.body):
+            ctx.reduces[r] = self.reduce(st, r, ctx, out, size, idx)
+        name = f"val_{st.stage.name}"
+        if not st.is_root:
+            out.append(Decl(name, "f32", None, size))
+        vctx = ctx.child()
+        body = self.spatial_nest(st, vctx, out)
+        val = self.ex(st.body, vctx)
+        if st.is_root:
+            self.store(st, val, vctx, body)
+            return
+        body.append(Assign(f"{name}[{idx}]" if size else name, val))
+        pctx.locals[st.stage.name] = f"{name}[{idx}]" if size else name
+
+    def reduce_inner(self, st: Step, r: Reduce) -> bool:
+        """Accumulate per point with the reduce loop innermost (dot-product order) unless a
+        load's fastest index is a spatial block axis (then spatial loops go inside)."""
+        if not self.positions(st) or st.strategy == "online":
+            return True
+        spatial_block = {m.axis.name for m in st.spatial if self.block_of(m)}
+        for n in walk(r.body):
+            if isinstance(n, Load) and n.index:
+                last = {x.axis.name for x in walk(n.index[-1]) if isinstance(x, AxisRef)}
+                if last & spatial_block:
+                    return False
+        return True
+
+    def reduce_loops(self, st: Step, r: Reduce, ctx: Ctx, out: list, simd: bool,
+                     red: tuple[str, str] | None):
+        body = out
+        for m in st.reduce:
+            if m.axis not in r.axes:
+                continue
+            self.bounds(m, ctx, body)
+            for ln in m.loops:
+                lp = next(x for x in st.reduce_loops if x.name == ln)
+                self.role[ln] = lp.role
+                inner: list = []
+                if lp.role == "seq":
+                    s = m.strides[m.loops.index(ln)]
+                    v = self.fresh(f"s_{ln}_")
+                    body.append(For(v, f"(({ctx.axes['__ext_' + m.axis.name]}) + {s - 1}) / "
+                                    f"{s}", inner, unroll=lp.unroll))
+                    self.var[ln] = v
+                else:
+                    v = self.fresh(f"r_{ln}_")
+                    self.var[ln] = v
+                    body.append(For(v, self.block_bound(m, lp, ctx), inner,
+                                    "simd" if simd else "seq", red if simd else None,
+                                    lp.vector, lp.unroll))
+                    body = inner
+                    self.value(m, ctx, body, v)
+                    continue
+                body = inner
+        return body
+
+    def reduce(self, st: Step, r: Reduce, ctx: Ctx, out: list, size, idx) -> str:
+        lang = self.lang
+        acc = self.fresh("acc")
+        ident = lang.ident[r.op]
+        out.append(Decl(acc, "f32", None if size else ident, size))
+        if st.strategy == "online" and r is st.body:
+            return self.online(st, r, ctx, out, size, idx, acc)
+        if self.reduce_inner(st, r):
+            rctx = ctx.child()
+            body = self.spatial_nest(st, rctx, out, simd_inner=False)
+            a = self.fresh("a")
+            body.append(Decl(a, "f32", ident))
+            inner = self.reduce_loops(st, r, rctx, body, True, (r.op, a))
+            v = self.ex(r.body, rctx)
+            inner.append(Assign(a, lang.combine[r.op].format(a=a, b=lang.to_acc.format(v))))
+            self.empty_fix(r, rctx, body, a)
+            body.append(Assign(f"{acc}[{idx}]" if size else acc, a))
+        else:
+            init = self.spatial_nest(st, ctx.child(), out)
+            init.append(Assign(f"{acc}[{idx}]", ident))
+            rctx = ctx.child()
+            for m in st.spatial:
+                if self.block_of(m) is None:
+                    self.value(m, rctx, out, None)
+            body = self.reduce_loops(st, r, rctx, out, False, None)
+            inner = self.spatial_nest(st, rctx, body)
+            tgt = f"{acc}[{idx}]"
+            v = self.ex(r.body, rctx)
+            inner.append(Assign(tgt, lang.combine[r.op].format(a=tgt, b=lang.to_acc.format(v))))
+            if r.op != "sum":
+                fix = self.spatial_nest(st, rctx.child(), out)
+                self.empty_fix(r, rctx, fix, tgt)
+        return f"{acc}[{idx}]" if size else acc
+
+    def empty_fix(self, r: Reduce, ctx: Ctx, out: list, target: str) -> None:
+        """max/min of an empty segment is 0 (FBGEMM), not the identity."""
+        if r.op == "sum" or all(isinstance(a.extent, (Const, Dim)) for a in r.axes):
+            return
+        ext = " * ".join(f"({ctx.axes['__ext_' + a.name]})" for a in r.axes)
+        out.append(Assign(target, self.lang.expr.where(f"{ext} > 0", target, self.lang.zero)))
+
+    def online(self, st: Step, r: Reduce, ctx: Ctx, out: list, size, idx, acc) -> str:
+        lang = self.lang
+        mname = f"val_{st.online_max}"
+        out.append(Decl(mname, "f32", None if size else lang.ident["max"], size))
+        rctx = ctx.child()
+        body = self.spatial_nest(st, rctx, out, simd_inner=False)
+        m, s = self.fresh("m"), self.fresh("s")
+        body.append(Decl(m, "f32", lang.ident["max"]))
+        body.append(Decl(s, "f32", lang.ident["sum"]))
+        inner = self.reduce_loops(st, r, rctx, body, False, None)
+        x = self.fresh("x")
+        inner.append(Decl(x, "f32", self.ex(r.body.x.a, rctx)))
+        mn = self.fresh("mn")
+        inner.append(Decl(mn, "f32", f"{lang.expr.maximum}({m}, {x})"))
+        e = lang.expr.unary["exp"]
+        inner.append(Assign(s, f"{s} * {e(f'{m} - {mn}')} + {e(f'{x} - {mn}')}"))
+        inner.append(Assign(m, mn))
+        body.append(Assign(f"{mname}[{idx}]" if size else mname, m))
+        body.append(Assign(f"{acc}[{idx}]" if size else acc, s))
+        ctx.locals[st.online_max] = f"{mname}[{idx}]" if size else mname
+        return f"{acc}[{idx}]" if size else acc
+
+    def store(self, st: Step, val: str, ctx: Ctx, body: list) -> None:
+        from .pyexpr import strides
+        out = st.stage.out
+        terms = []
+        for i, s in zip(st.stage.store_index, strides(out.shape)):
+            t = self.ex(i, ctx)
+            terms.append(t if s == Const(1) else f"{t} * {self.ex(s, ctx)}")
+        off = " + ".join(f"({t})" for t in terms) if terms else "0"
+        cast = self.lang.store_cast.get(out.dtype.name, "{}").format(val)
+        body.append(Assign(f"{ptr(out.name)}[{off}]", cast))
+
+
+# -- printers -----------------------------------------------------------------------------
+
+
+def print_c(stmts: list, lang: CLang, ind: int = 1, in_grid: bool = False) -> list[str]:
+    """C syntax for the statement tree (OpenMP pragmas when `lang.omp`)."""
+    out: list[str] = []
+    pad = "    " * ind
+    for s in stmts:
+        if isinstance(s, Decl):
+            t = lang.types[s.ctype]
+            if s.size:
+                out.append(f"{pad}{t} {s.name}[{s.size}];")
+            else:
+                out.append(f"{pad}{t} {s.name}{' = ' + s.init if s.init is not None else ''};")
+        elif isinstance(s, Assign):
+            out.append(f"{pad}{s.target} = {s.value};")
+        elif isinstance(s, Comment):
+            out.append(f"{pad}/* {s.text} */")
+        elif isinstance(s, Check):
+            out.append(f"{pad}if (!({s.cond})) return {s.code};")
+        elif isinstance(s, For):
+            if s.kind == "grid" and lang.omp and not in_grid:
+                out.append(f"{pad}#pragma omp parallel for collapse({len(_grid_chain(s))}) "
+                           "schedule(static)")
+            elif s.kind == "simd" and lang.omp:
+                extra = f" reduction({_omp_op(s.reduction[0])}:{s.reduction[1]})" \
+                    if s.reduction else ""
+                extra += f" simdlen({s.vector})" if s.vector else ""
+                out.append(f"{pad}#pragma omp simd{extra}")
+            elif s.unroll and lang.omp:
+                out.append(f"{pad}#pragma GCC unroll {s.unroll}")
+            out.append(f"{pad}for (int64_t {s.var} = 0; {s.var} < {s.hi}; ++{s.var}) {{")
+            out.extend(print_c(s.body, lang, ind + 1, s.kind == "grid"))
+            out.append(f"{pad}}}")
+    return out
+
+
+def _grid_chain(s: For) -> list[For]:
+    chain = [s]
+    while len(s.body) == 1 and isinstance(s.body[0], For) and s.body[0].kind == "grid":
+        s = s.body[0]
+        chain.append(s)
+    return chain
+
+
+def _omp_op(op: str) -> str:
+    return {"sum": "+", "max": "max", "min": "min"}[op]
+
+
+def print_py(stmts: list, ind: int = 1) -> list[str]:
+    """Python syntax (numba): grid loops become prange over the first grid loop."""
+    out: list[str] = []
+    pad = "    " * ind
+    for s in stmts:
+        if isinstance(s, Decl):
+            if s.size:
+                dtype = "np.float32" if s.ctype.startswith("f") else "np.int64"
+                out.append(f"{pad}{s.name} = np.empty({s.size}, dtype={dtype})")
+            else:
+                out.append(f"{pad}{s.name} = {s.init if s.init is not None else '0'}")
+        elif isinstance(s, Assign):
+            out.append(f"{pad}{s.target} = {s.value}")
+        elif isinstance(s, Comment):
+            out.append(f"{pad}# {s.text}")
+        elif isinstance(s, Check):
+            out.append(f"{pad}if not ({s.cond}):")
+            out.append(f"{pad}    return {s.code}")
+        elif isinstance(s, For):
+            rng = "prange" if s.kind == "grid" else "range"
+            out.append(f"{pad}for {s.var} in {rng}({s.hi}):")
+            body = print_py(s.body, ind + 1)
+            out.extend(body or [f"{pad}    pass"])
+    return out

@@ -1,0 +1,151 @@
+"""The CPU backend: C with OpenMP, built by the system C compiler, loaded with ctypes.
+
+Grid loops become `omp parallel for`, innermost block loops `omp simd` (vector math from
+the C library's libmvec, which needs -ffast-math to be used; -fno-finite-math-only keeps
+NaN and infinities meaningful)."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import shutil
+import subprocess
+from dataclasses import replace
+
+import numpy as np
+
+from ..ir.interp import bind_dims, eval_int
+from .base import Backend, Caps, Kernel, KernelSource, cache_dir
+from .clike import C_TYPES, CLang, ScalarBuilder, c_expr_lang, c_float, c_load, print_c
+from .pyexpr import Ctx, emit
+from .templating import banner, render
+from .triton.emitter import op_dims
+
+CPU_LANG = CLang(
+    "c", c_expr_lang(c_load), {"f32": "float", "i64": "int64_t", "i32": "int32_t",
+                               "f64": "double", "bool": "int"},
+    ident={"sum": "0.0f", "max": "(-INFINITY)", "min": "INFINITY"},
+    combine={"sum": "{a} + {b}", "max": "fmaxf({a}, {b})", "min": "fminf({a}, {b})"},
+    omp=True, store_cast={"bf16": "kv_round_bf16({})", "i64": "(int64_t)({})",
+                          "i32": "(int32_t)({})"})
+
+CFLAGS = ("-O3", "-march=native", "-fopenmp", "-ffast-math", "-fno-finite-math-only",
+          "-fPIC", "-shared", "-std=c11")
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+    # bf16 buffers are float32 on the host (kevolve's convention); stores round to bf16.
+    caps = Caps("cpu", dtypes=("f32", "bf16", "i32", "i64"), max_tile_elems=1 << 16,
+                bind_targets=frozenset({"grid"}))
+
+    def __init__(self, cc: str | None = None, threads: int | None = None):
+        self.cc = cc or shutil.which("cc") or shutil.which("gcc") or "cc"
+        self.threads = threads
+
+    def available(self) -> tuple[bool, str]:
+        if shutil.which(self.cc) is None:
+            return False, f"no C compiler ({self.cc}); install gcc or use the numba backend"
+        return True, ""
+
+    def render(self, plan) -> KernelSource:
+        op = plan.op
+        for b in op.inputs + tuple(s.out for s in op.stages):
+            if b.dtype.name not in self.caps.dtypes:
+                from ..schedule.errors import MoveError
+                raise MoveError(None, "backend.dtype", f"the cpu backend has no {b.dtype} "
+                                f"(buffer {b.name!r})", "use an f32 variant of the op")
+        dims = op_dims(op)
+        names = [b.name for b in op.inputs] + list(op.outputs)
+        bufs = [{"name": n, "ctype": C_TYPES[_buf(op, n).dtype.name]} for n in names]
+        params = ", ".join([f"{C_TYPES[_buf(op, n).dtype.name]} *restrict p_{n}"
+                            for n in names + list(plan.scratch)] +
+                           [f"const int64_t d_{d}" for d in dims])
+        args = ", ".join([f"p_{n}" for n in names + list(plan.scratch)] +
+                         [f"d_{d}" for d in dims])
+        kernels = []
+        for k in plan.kernels:
+            body = "\n".join(print_c(ScalarBuilder(plan, k, CPU_LANG).build(), CPU_LANG))
+            kernels.append({"name": k.name, "body": body})
+        ctx = Ctx()
+        guards, messages = [], []
+        for k in plan.kernels:
+            for cond, msg in k.guards:
+                guards.append(emit(cond, ctx, CPU_LANG.expr, lambda n: f"p_{n}"))
+                messages.append(msg)
+        scratch = []
+        for n in plan.scratch:
+            b = op.stage(n).out
+            size = " * ".join(f"({emit(s, ctx, CPU_LANG.expr, str)})" for s in b.shape) or "1"
+            scratch.append({"name": n, "ctype": C_TYPES[b.dtype.name], "size": size})
+        text = render("cpu/module.c.j2", banner=banner("//", op.name, self.name), op=op.name,
+                      shape_class=json.dumps(plan.dims_dict), kernels=kernels, params=params,
+                      args=args, buffers=bufs, dims=dims, guards=guards, scratch=scratch,
+                      buffer_names=", ".join(names), dim_names=", ".join(dims))
+        return KernelSource(self.name, op.name, "c", text, "kv_launch", CFLAGS,
+                            meta={"plan": plan, "guards": messages})
+
+    def build(self, source: KernelSource) -> Kernel:
+        lib = compile_c(source, self.cc)
+        plan = source.meta["plan"]
+        op = plan.op
+        dims_order = op_dims(op)
+        names = [b.name for b in op.inputs] + list(op.outputs)
+        types = {n: _buf(op, n).dtype for n in names}
+        lib.kv_launch.restype = ctypes.c_int
+        lib.kv_launch.argtypes = [ctypes.POINTER(ctypes.c_void_p),
+                                  ctypes.POINTER(ctypes.c_int64)]
+        if self.threads:
+            lib.kv_set_threads(ctypes.c_int(self.threads))
+
+        def run(inputs, outputs, params):
+            arrays = {**inputs, **outputs}
+            ptrs = (ctypes.c_void_p * len(names))()
+            for i, n in enumerate(names):
+                a = arrays[n]
+                if not isinstance(a, np.ndarray):
+                    a = a.numpy()  # torch CPU tensors share memory
+                if a.dtype != types[n].np or not a.flags.c_contiguous:
+                    raise TypeError(f"buffer {n!r} must be a C-contiguous {types[n].np} "
+                                    f"array, got {a.dtype}")
+                ptrs[i] = a.ctypes.data
+            dims = bind_dims(op, arrays, params)
+            dv = (ctypes.c_int64 * max(1, len(dims_order)))(*[dims[d] for d in dims_order])
+            rc = lib.kv_launch(ptrs, dv)
+            if rc:
+                raise ValueError(source.meta["guards"][rc - 1] + " (this kernel was lowered "
+                                 "for another shape class)")
+        return Kernel(source, run, {"cc": self.cc})
+
+
+def _buf(op, name):
+    for b in op.inputs:
+        if b.name == name:
+            return b
+    return op.stage(name).out
+
+
+def compile_c(source: KernelSource, cc: str) -> ctypes.CDLL:
+    """Compile to a shared library cached by source hash; compiler errors are raised with
+    the compiler's message (trimmed) so the evaluator can report them."""
+    d = cache_dir() / "cpu"
+    d.mkdir(parents=True, exist_ok=True)
+    so = d / f"{source.hash}.so"
+    if not so.exists():
+        c = d / f"{source.hash}.c"
+        c.write_text(source.text)
+        tmp = d / f"{source.hash}.{id(source)}.tmp.so"
+        r = subprocess.run([cc, *source.flags, str(c), "-o", str(tmp), "-lm"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise CompileError(r.stderr[-4000:])
+        tmp.replace(so)
+    return ctypes.CDLL(str(so))
+
+
+class CompileError(RuntimeError):
+    """The generated source did not compile; the message is the compiler's."""
+
+
+__all__ = ["CpuBackend", "CompileError", "compile_c", "CPU_LANG", "c_float", "replace",
+           "eval_int"]
