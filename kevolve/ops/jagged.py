@@ -56,9 +56,9 @@ def jagged_softmax_op():
     l = _segment(offsets, b, "l", reduce=False)
     k = _segment(offsets, b, "k", reduce=True)
     mx = compute("mx", (b, d), max_(values[k, d], over=k))
-    e = compute("e", (b, l, d), exp(values[l, d] - mx[b, d]), shape=(T, D), store=(l, d))
-    s = compute("s", (b, d), sum_(e[k, d], over=k))
-    y = compute("y", (b, l, d), e[l, d] / s[b, d], shape=(T, D), store=(l, d))
+    s = compute("s", (b, d), sum_(exp(values[k, d] - mx[b, d]), over=k))
+    y = compute("y", (b, l, d), exp(values[l, d] - mx[b, d]) / s[b, d], shape=(T, D),
+                store=(l, d))
     return op("jagged_softmax", inputs=[values, offsets], outputs=[y])
 
 

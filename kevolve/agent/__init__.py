@@ -1,0 +1,1 @@
+"""The evolve loop: evaluation, archive, search, proposers, executors."""
