@@ -8,11 +8,11 @@ import json
 import sys
 
 from ..ir.interp import bind_dims
+from ..ir.nodes import op_dims
 from .base import Backend, Caps, Kernel, KernelSource, cache_dir
 from .clike import CLang, ScalarBuilder, print_py
 from .pyexpr import Ctx, PyLang, emit
 from .templating import banner, render
-from .triton.emitter import op_dims
 
 
 def _np_load(ptr: str, off: str, mask, ld) -> str:

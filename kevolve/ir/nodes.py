@@ -349,3 +349,15 @@ def replace_fields(obj, **changes):
     kw = {f.name: getattr(obj, f.name) for f in fields(obj)}
     kw.update(changes)
     return type(obj)(**kw)
+
+
+def op_dims(op: Op) -> list[str]:
+    """Names of every symbolic dim an op mentions (shapes, bounds, bodies), sorted: the
+    scalar arguments every kernel of the op receives."""
+    names: set[str] = set()
+    for b in op.inputs + tuple(s.out for s in op.stages):
+        for e in b.shape:
+            names |= {n.name for n in walk(e) if isinstance(n, Dim)}
+    for s in op.stages:
+        names |= {n.name for n in walk_stage(s) if isinstance(n, Dim)}
+    return sorted(names)

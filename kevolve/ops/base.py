@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir.nodes import Op
+from ..ir.nodes import Op, op_dims
 
 PRESETS = ("small", "cpu", "gpu")
 
@@ -44,6 +44,20 @@ class OpDef:
         except KeyError:
             raise KeyError(f"{self.name} has no {sd['dtype']!r} variant; dtypes: "
                            f"{', '.join(self.variants)}") from None
+
+    def dims(self, shape: str | dict) -> dict[str, int]:
+        """Dim values of a shape without making inputs (lowering needs only these). A jagged
+        total no shape key names (T) is set to its bound B * max_len: plans depend on axis
+        bounds, never on T, and the kernels read T from the real inputs at launch."""
+        sd = self.shape(shape)
+        out = {k: v for k, v in sd.items() if isinstance(v, int) and not isinstance(v, bool)}
+        for name in op_dims(self.op_for(sd)):
+            if name not in out:
+                if name == "T" and "B" in out and "max_len" in out:
+                    out[name] = out["B"] * out["max_len"]
+                else:
+                    raise KeyError(f"{self.name}: shape {sd} does not give dim {name!r}")
+        return out
 
     def case(self, shape: str | dict = "small", seed: int = 0) -> Case:
         """Fresh random inputs (never zeros) for a preset name or an explicit shape dict."""

@@ -15,7 +15,7 @@ from .trace import Trace
 
 
 def check_schema(d: dict, i: int) -> None:
-    spec = MOVES.get(d.get("m"))
+    spec = MOVES.get(d.get("m")) if isinstance(d.get("m"), str) else None
     if spec is None:
         raise MoveError(i, "schema.unknown_move", f"unknown move {d.get('m')!r}",
                         f"use one of: {', '.join(MOVES)}")

@@ -138,10 +138,10 @@ def _kernel(sched: Schedule, op: Op, rs: StageSched, steps_at: list[StageSched],
         mapped[ps.name] = pmap
         steps.append(_step(ps, prod, bodies, pmap,
                            None if lvl.role == "grid" else level, loops, dims, rank, False,
-                           root))
+                           root, guards))
     inner_seq = [lp.name for lp in loops if lp.role == "seq"]
     steps.append(_step(rs, root, bodies, maps, inner_seq[-1] if inner_seq else None, loops,
-                       dims, rank, True, root))
+                       dims, rank, True, root, guards))
     _check_consumers(op, sched, rs, steps, bodies)
     steps = _fold_online(sched, steps, bodies)
     rank = max([rank] + [lp.pos + 1 for st in steps for lp in st.reduce_loops
@@ -164,13 +164,22 @@ def _axis_map(st: StageSched, ax: Axis, loops: list[PLoop], dims, guards) -> Axi
         masked = True
     elif inner.role == "grid" and len(mine) == 1:
         masked = False
-    elif inner.tail == "guard":
-        guards.append((Binary("eq", Binary("mod", ax.extent, Const(inner.size)), Const(0)),
-                       f"{st.name}.{ax.name}: extent must be a multiple of {inner.size}"))
-        masked = False
     else:
-        masked = True
+        masked = not _exact(st.name, ax, inner.size, inner.tail == "guard", dims, guards)
     return AxisMap(ax, tuple(lp.name for lp in mine), tuple(strides), None, masked)
+
+
+def _exact(where: str, ax: Axis, size: int, forced: bool, dims, guards) -> bool:
+    """Drop the mask of a tiled rectangular axis when the shape class divides evenly (or the
+    schedule demands it with a guard tail); the kernel then guards divisibility at launch.
+    Constant trip counts are what let C compilers unroll and vectorize without epilogues."""
+    if ax.is_jagged or ax.start != Const(0):
+        return False
+    if not forced and eval_int(ax.extent, dims) % size:
+        return False
+    guards.append((Binary("eq", Binary("mod", ax.extent, Const(size)), Const(0)),
+                   f"{where}.{ax.name}: extent must be a multiple of {size}"))
+    return True
 
 
 def _prod(xs) -> int:
@@ -186,8 +195,13 @@ def _producer_map(op: Op, prod, root: str, mapped, bodies, idx) -> dict[str, Axi
     for reader, rmap in mapped.items():
         for ld in _reads(bodies[reader], prod.name):
             if all(isinstance(i, AxisRef) and i.axis.name in rmap for i in ld.index):
-                return {pa.name: _retarget(rmap[i.axis.name], pa)
-                        for pa, i in zip(prod.axes, ld.index)}
+                # The load indexes the producer's buffer, whose dims are its store index
+                # (its own axes unless it stores elsewhere, e.g. transposed or jagged).
+                got = {si.axis.name: rmap[li.axis.name]
+                       for si, li in zip(prod.store_index, ld.index)
+                       if isinstance(si, AxisRef)}
+                if all(pa.name in got for pa in prod.axes):
+                    return {pa.name: _retarget(got[pa.name], pa) for pa in prod.axes}
     raise MoveError(idx, "semantics.compute_at_index", f"no stage computed in {root!r} reads "
                     f"{prod.name!r} at its own axes", "compute it at the stage that reads it "
                     "(or at root)")
@@ -198,7 +212,7 @@ def _retarget(m: AxisMap, a: Axis) -> AxisMap:
 
 
 def _step(ss: StageSched, stage, bodies, spatial: dict[str, AxisMap], level, loops, dims,
-          rank: int, is_root: bool, stage_root) -> Step:
+          rank: int, is_root: bool, stage_root, guards: list) -> Step:
     body = bodies[ss.name]
     blocks = {lp.name: lp for lp in loops if lp.role == "block"}
     used_pos = {blocks[ln].pos for m in spatial.values() for ln in m.loops if ln in blocks}
@@ -224,7 +238,10 @@ def _step(ss: StageSched, stage, bodies, spatial: dict[str, AxisMap], level, loo
                              lp.unroll))
         strides = tuple(_prod(x.size for x in pls[k + 1:] if x.size) for k in range(len(pls)))
         red_loops.extend(pls)
-        red_maps.append(AxisMap(a, tuple(x.name for x in pls), strides, None, True))
+        blk = pls[-1]
+        masked = not _exact(ss.name, a, blk.size, blk.tail == "guard", dims, guards) \
+            if blk.role == "block" else True
+        red_maps.append(AxisMap(a, tuple(x.name for x in pls), strides, None, masked))
     strat = ss.reduction
     looped = any(lp.role == "seq" for lp in red_loops)
     if strat == "auto":
@@ -312,13 +329,14 @@ def _check_consumers(op: Op, sched: Schedule, rs: StageSched, steps: list[Step],
 def _fold_online(sched: Schedule, steps: list[Step], bodies) -> list[Step]:
     """An online sum absorbs its max stage: one pass computes both (softmax style)."""
     out = list(steps)
-    for k, st in enumerate(steps):
+    for st in steps:
         if st.strategy != "online":
             continue
         idx = sched.stage(st.stage.name).reduction_by
         r = st.body
         inner = r.body
-        ok = isinstance(inner, Unary) and inner.op == "exp" and isinstance(inner.x, Binary) \
+        ok = r.op == "sum" and isinstance(inner, Unary) and inner.op == "exp" \
+            and isinstance(inner.x, Binary) \
             and inner.x.op == "sub" and isinstance(inner.x.b, Load)
         mx = inner.x.b.buffer.name if ok else None
         mstep = next((s for s in out if s.stage.name == mx), None)
@@ -332,6 +350,6 @@ def _fold_online(sched: Schedule, steps: list[Step], bodies) -> list[Step]:
             raise MoveError(idx, "semantics.online", f"the max in {mx!r} does not range over "
                             f"the same values as {st.stage.name!r}'s exponent",
                             "online needs sum_(exp(x - max_(x))) over the same axis")
-        out[k] = replace(st, online_max=mx)
+        out[out.index(st)] = replace(st, online_max=mx)  # earlier folds shift positions
         out.remove(mstep)
     return out

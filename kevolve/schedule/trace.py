@@ -38,9 +38,14 @@ class Move:
             raise MoveError(index, "schema.not_object", f"a move must be a JSON object, got "
                             f"{type(d).__name__}", 'write {"m": "split", ...}')
         name = d.get("m")
-        if name not in MOVES:
+        if not isinstance(name, str) or name not in MOVES:
             raise MoveError(index, "schema.unknown_move", f"unknown move {name!r}",
                             f"use one of: {', '.join(MOVES)}")
+        for k, v in d.items():  # keep Move hashable and its args sortable
+            if not isinstance(k, str) or isinstance(v, dict) or (
+                    isinstance(v, list) and any(isinstance(x, (dict, list)) for x in v)):
+                raise MoveError(index, "schema.bad_type", f"{name}.{k} must be a name, a "
+                                f"number or a list of names, got {v!r}", "")
         return Move(name, tuple(sorted((k, _freeze(v)) for k, v in d.items() if k != "m")))
 
     def get(self, key: str, default=None):
@@ -100,7 +105,7 @@ class Trace:
     def from_json(text: str) -> Trace:
         try:
             d = json.loads(text)
-        except (json.JSONDecodeError, TypeError) as e:
+        except (ValueError, TypeError, RecursionError) as e:  # ValueError: JSONDecodeError
             raise MoveError(None, "schema.json", f"not valid JSON: {e}", "") from None
         return Trace.from_dict(d)
 

@@ -6,7 +6,7 @@ reductions become `tl.sum/max/min(..., keep_dims=True)` over a block, contractio
 from __future__ import annotations
 
 from ...ir import dtypes as dt
-from ...ir.nodes import Cast, Const, Dim, Expr, Load, Op, Reduce, walk, walk_stage
+from ...ir.nodes import Cast, Const, Dim, Expr, Load, Op, Reduce, op_dims
 from ...schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
 from ..pyexpr import Ctx, PyLang, axes_in, emit, mask_of
 from ..tilewriter import grid_count, levels, reduces_in
@@ -40,16 +40,6 @@ def _lang(raw: bool = False) -> PyLang:
 
 
 LANG, RAW = _lang(), _lang(raw=True)
-
-
-def op_dims(op: Op) -> list[str]:
-    names: set[str] = set()
-    for b in op.inputs + tuple(s.out for s in op.stages):
-        for e in b.shape:
-            names |= {n.name for n in walk(e) if isinstance(n, Dim)}
-    for s in op.stages:
-        names |= {n.name for n in walk_stage(s) if isinstance(n, Dim)}
-    return sorted(names)
 
 
 def buffers(op: Op, plan: Plan) -> list[str]:

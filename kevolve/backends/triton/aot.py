@@ -1,0 +1,185 @@
+"""Ahead-of-time Triton compilation for a GPU this machine does not have.
+
+`compile_aot(source, "cuda:90")` compiles every `@triton.jit` kernel of a rendered Triton
+module with `triton.compile` and an explicit `GPUTarget`, with the signature, launch
+options and specializations the module's own launcher would give it at run time, and
+returns per kernel the asm kinds produced and resource diagnostics. Without a GPU Triton
+leaves registers and spills unknown (they come from loading the binary), so they are read
+from the compilers' own reports: `ptxas -v` (the one Triton ships) for NVIDIA, the AMDGPU
+kernel metadata in the AMDGCN text for AMD.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+
+from ..base import KernelSource
+
+TARGETS = {"cuda:90": ("cuda", 90, 32), "hip:gfx942": ("hip", "gfx942", 64)}
+TRITON_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "f64": "fp64", "i32": "i32",
+                "i64": "i64", "bool": "i1"}
+_I32 = (-2**31, 2**31 - 1)
+
+
+class AotError(RuntimeError):
+    """A kernel did not compile for the target; the message is Triton's (or ptxas')."""
+
+
+def gpu_target(target: str):
+    """'cuda:<capability>' or 'hip:<gfx arch>' as a Triton GPUTarget."""
+    from triton.backends.compiler import GPUTarget
+
+    if target in TARGETS:
+        return GPUTarget(*TARGETS[target])
+    kind, _, arch = target.partition(":")
+    if kind == "cuda" and arch.isdigit():
+        return GPUTarget("cuda", int(arch), 32)
+    m = re.fullmatch(r"gfx(\d+?)\w\w", arch)
+    if kind == "hip" and m:  # gfx9 (CDNA) runs 64-wide wavefronts, gfx10+ (RDNA) 32
+        return GPUTarget("hip", arch, 32 if int(m.group(1)) >= 10 else 64)
+    raise ValueError(f"unknown target {target!r}: use 'cuda:<capability>' (e.g. cuda:90) "
+                     f"or 'hip:<gfx arch>' (e.g. hip:gfx942)")
+
+
+def buffer_dtypes(op) -> dict[str, str]:
+    """kevolve dtype name of every buffer a kernel can take: inputs and stage outputs."""
+    out = {b.name: b.dtype.name for b in op.inputs}
+    out.update({s.name: s.out.dtype.name for s in op.stages})
+    return out
+
+
+def launch_options(k) -> dict:
+    """num_warps / num_stages exactly as the module's launcher passes them (render_module):
+    4 warps and 1 stage unless the plan says otherwise; 3 stages for kernels with a dot."""
+    dot = any(s.strategy == "dot" for s in k.steps)
+    return {"num_warps": k.num_warps or 4, "num_stages": k.num_stages or (3 if dot else 1)}
+
+
+def specialize(arg_names, op, dims: dict[str, int]):
+    """(signature, constexprs, attrs) as Triton's launcher derives them from the arguments:
+    pointers `*<dtype>` 16-byte aligned (torch allocations are); a Python int is i32 when it
+    fits, else i64, divisible-by-16 when it is, and a compile-time constant when it is 1.
+    A dim the shape class does not fix is a plain i32."""
+    types = buffer_dtypes(op)
+    sig, consts, attrs = {}, {}, {}
+    for i, name in enumerate(arg_names):
+        if name.startswith("p_") and name[2:] in types:
+            sig[name] = "*" + TRITON_TYPES[types[name[2:]]]
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif name.startswith("d_"):
+            v = dims.get(name[2:])
+            if v == 1:
+                sig[name] = "constexpr"
+                consts[(i,)] = 1
+                continue
+            sig[name] = "i32" if v is None or _I32[0] <= v <= _I32[1] else "i64"
+            if v is not None and v % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+        else:
+            raise AotError(f"kernel parameter {name!r} is neither a buffer pointer (p_<buffer>)"
+                           " nor a dim (d_<name>)")
+    return sig, consts, attrs
+
+
+def compile_aot(source: KernelSource, target: str, keep_asm: bool = False) -> dict:
+    """Compile each kernel of a Triton KernelSource for `target`; no GPU needed.
+
+    Returns {kernel name: {"target", "asm" (kinds produced), "num_warps", "num_stages",
+    "signature", "shared" (Triton's shared-memory bytes), plus the parsed diagnostics}}:
+    cuda: registers, spill_stores, spill_loads (bytes), stack, smem (static shared bytes),
+    barriers; hip: vgpr_count, sgpr_count, vgpr_spill_count, sgpr_spill_count, lds (group
+    segment bytes), scratch (private segment bytes), occupancy. `keep_asm` adds the texts."""
+    from . import load_module, require_triton
+
+    triton = require_triton(interpret=False)
+    from triton.compiler import ASTSource
+
+    if source.backend != "triton":
+        raise ValueError(f"compile_aot takes Triton sources, not {source.backend!r}")
+    tgt = gpu_target(target)
+    plan = source.meta["plan"]
+    mod = load_module(source, False)
+    out = {}
+    for k in plan.kernels:
+        fn = getattr(mod, k.name)
+        sig, consts, attrs = specialize(fn.arg_names, plan.op, plan.dims_dict)
+        opts = launch_options(k)
+        try:
+            ck = triton.compile(ASTSource(fn, sig, consts, attrs), target=tgt, options=opts)
+        except Exception as e:  # Triton raises CompilationError, RuntimeError, ...
+            raise AotError(f"{k.name} for {target}: {type(e).__name__}: {e}") from e
+        info = {"target": target, "asm": sorted(ck.asm), "signature": sig, **opts,
+                "shared": int(ck.metadata.shared)}
+        if tgt.backend == "cuda":
+            info.update(ptxas_info(ck.asm["ptx"]))
+        else:
+            info.update(amdgcn_info(ck.asm["amdgcn"]))
+        if keep_asm:
+            info["text"] = {kind: v for kind, v in ck.asm.items() if isinstance(v, str)}
+        out[k.name] = info
+    return out
+
+
+def ptxas_path() -> str:
+    """The ptxas Triton ships (or TRITON_PTXAS_PATH, through Triton's own knob)."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    return get_ptxas(90).path
+
+
+def ptxas_info(ptx: str, ptxas: str | None = None) -> dict:
+    """Registers, spills, stack and static shared memory from `ptxas -v` on PTX text, for
+    the architecture its `.target` line names (Triton emits sm_90a for capability 90)."""
+    m = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M)
+    if not m:
+        raise AotError("PTX without a .target line")
+    with tempfile.TemporaryDirectory(prefix="kevolve-ptxas-") as d:
+        src, obj = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        r = subprocess.run([ptxas or ptxas_path(), "-v", "--gpu-name", m.group(1), src,
+                            "-o", obj], capture_output=True, text=True)
+    log = r.stdout + r.stderr
+    if r.returncode != 0:
+        raise AotError(f"ptxas failed ({r.returncode}): {log[-2000:]}")
+    return parse_ptxas(log)
+
+
+def parse_ptxas(log: str) -> dict:
+    """Parse `ptxas -v` output (one kernel): missing figures are 0, as ptxas omits them."""
+    def num(pat: str) -> int:
+        m = re.search(pat, log)
+        return int(m.group(1)) if m else 0
+
+    if not re.search(r"Used \d+ registers", log):
+        raise AotError(f"no register count in ptxas output: {log[-2000:]}")
+    return {"registers": num(r"Used (\d+) registers"),
+            "spill_stores": num(r"(\d+) bytes spill stores"),
+            "spill_loads": num(r"(\d+) bytes spill loads"),
+            "stack": num(r"(\d+) bytes stack frame"),
+            "smem": num(r"(\d+) bytes smem"),
+            "barriers": num(r"used (\d+) barriers"),
+            "ptxas_log": log.strip()}
+
+
+_AMD_KEYS = {"vgpr_count": r"\.vgpr_count:\s+(\d+)", "sgpr_count": r"\.sgpr_count:\s+(\d+)",
+             "vgpr_spill_count": r"\.vgpr_spill_count:\s+(\d+)",
+             "sgpr_spill_count": r"\.sgpr_spill_count:\s+(\d+)",
+             "lds": r"\.group_segment_fixed_size:\s+(\d+)",
+             "scratch": r"\.private_segment_fixed_size:\s+(\d+)"}
+
+
+def amdgcn_info(asm: str) -> dict:
+    """Registers, spills, LDS and scratch from the AMDGPU metadata block of AMDGCN text."""
+    out = {}
+    for key, pat in _AMD_KEYS.items():
+        m = re.search(pat, asm)
+        if m is None:
+            raise AotError(f"no {key} in the AMDGCN metadata")
+        out[key] = int(m.group(1))
+    m = re.search(r";\s*Occupancy:\s*(\d+)", asm)
+    out["occupancy"] = int(m.group(1)) if m else None
+    return out

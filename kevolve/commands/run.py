@@ -1,0 +1,106 @@
+"""`kevolve run OP --backend B`: build, check against the reference, time beside torch."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from ._common import OP_HELP, console, echo, op_argument
+from ._shapes import backend_option, load_trace, resolve, schedule_option, shape_option
+
+
+@click.command("run", short_help="Build, check and time an op on a backend.",
+               help=f"Build OP for a backend, check it against the reference interpreter on "
+               f"fresh random inputs, and time it (median after warm-up) beside torch eager "
+               f"in the same process. {OP_HELP}")
+@op_argument
+@backend_option
+@schedule_option
+@shape_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--threads", type=int, default=None,
+              help="CPU threads for the kernel and for torch (default: all cores).")
+@click.option("--repeat", type=int, default=15, help="Timed repeats on the CPU.")
+@click.option("--seed", type=int, default=0)
+@click.option("--interpret", is_flag=True, help="Triton: run in Triton's interpreter (CPU).")
+def command(op_ref, backend_name, schedule_path, shape_args, as_json, threads, repeat, seed,
+            interpret) -> None:
+    from ..api import backend, build, lower
+    from ..ir.interp import bind_dims
+
+    opts = {"interpret": True} if interpret else {}
+    threads = threads or os.cpu_count() or 1
+    if backend_name == "cpu":
+        opts["threads"] = threads
+    be = backend(backend_name, **opts)
+    gpu = be.caps.device != "cpu" and not interpret
+    op, opdef, sd = resolve(op_ref, shape_args, gpu=gpu)
+    if opdef is None:
+        raise click.UsageError("kevolve run needs input generators: use a library op "
+                               "(your own ops run through the Python API)")
+    ok, why = be.available()
+    if not ok:
+        raise click.UsageError(f"backend {backend_name} cannot run here: {why}")
+    case = opdef.make(sd, __import__("numpy").random.default_rng(seed))
+    dims = bind_dims(op, case.inputs, case.params)
+    kernel = build(lower(op, load_trace(op, schedule_path, dims), be, dims), be)
+    res = measure(op, opdef, case, kernel, be, gpu, threads, repeat, "cuda" if gpu else "cpu")
+    res = {"op": op.name, "backend": backend_name, "shape": sd, **res}
+    if as_json:
+        echo(json.dumps(res))
+        return
+    from rich.table import Table
+    t = Table(title=f"kevolve run {op.name} --backend {backend_name}")
+    for col in ("backend", "shape", "verdict", "max error", "median ms", "torch eager ms",
+                "speedup"):
+        t.add_column(col)
+    def fmt(x):
+        return "-" if x is None else f"{x:.4g}"
+    t.add_row(backend_name, json.dumps(sd), res["verdict"], fmt(res["max_error"]),
+              fmt(res["time_ms"]), fmt(res["baseline_ms"]), fmt(res["speedup"]))
+    console().print(t)
+    if res.get("message"):
+        echo(res["message"])
+
+
+def measure(op, opdef, case, kernel, be, gpu: bool, threads: int, repeat: int, device: str):
+    """Check once on fresh inputs, then time kernel and torch eager side by side."""
+    import torch
+
+    from ..agent import evaluate as ev
+    from ..ir.interp import bind_dims, run
+
+    torch.set_num_threads(threads)
+    lib = "torch" if be.tensor_lib == "torch" else "numpy"
+    dims = bind_dims(op, case.inputs, case.params)
+    ins = ev.inputs_for(op, case.inputs, lib, device)
+    before = {k: (v.clone() if lib == "torch" else v.copy()) for k, v in ins.items()}
+    outs = ev.alloc_outputs(op, dims, lib, device)
+    kernel(ins, outs, case.params)
+    if gpu:
+        torch.cuda.synchronize()
+    if gpu:
+        tins = {b.name: v.to(torch.float64) if v.is_floating_point() else v
+                for b, v in ((b, ins[b.name]) for b in op.inputs)}
+        ref = {k: v.double().cpu().numpy() for k, v in opdef.torch_eager(tins, case.params)
+               .items()}
+    else:
+        ref = run(op, case.inputs, case.params)
+    chk = ev.compare(op, {k: ev.to_host(v) for k, v in outs.items()}, ref)
+    changed = ev.unchanged(before, ins)
+    res = {"verdict": "ok" if chk.ok and not changed else "correctness",
+           "max_error": chk.max_error, "message": chk.message or (
+               f"input {changed!r} was modified" if changed else "")}
+    tins = {b.name: ins[b.name] if lib == "torch" else torch.from_numpy(ins[b.name])
+            for b in op.inputs}
+    if gpu:
+        t_k = ev.time_gpu(lambda: kernel(ins, outs, case.params))
+        t_b = ev.time_gpu(lambda: opdef.torch_eager(tins, case.params))
+    else:
+        t_k = ev.median(ev.time_cpu(lambda: kernel(ins, outs, case.params), repeat=repeat))
+        t_b = ev.median(ev.time_cpu(lambda: opdef.torch_eager(tins, case.params),
+                                    repeat=repeat))
+    res.update(time_ms=t_k, baseline_ms=t_b, speedup=t_b / t_k if t_k else None)
+    return res
