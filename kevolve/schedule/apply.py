@@ -54,8 +54,10 @@ def _check_type(i: int, move: str, k: str, v, sch: dict) -> None:
             raise MoveError(i, "schema.not_pow2", f"{move}.{k} = {v} is not a power of two",
                             f"try {1 << (v.bit_length() - 1)} or {1 << v.bit_length()}")
     elif t == "array":
-        if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) and x for x in v):
-            bad = "a list of names"
+        most = sch.get("items", {}).get("maxLength", 1 << 30)
+        if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) and 0 < len(x) <= most
+                                                       for x in v):
+            bad = "a list of short names"
         elif not sch.get("minItems", 0) <= len(v) <= sch.get("maxItems", 1 << 30):
             raise MoveError(i, "schema.bad_value", f"{move}.{k} has {len(v)} items",
                             f"give {sch.get('minItems')}..{sch.get('maxItems', 'any')} names")

@@ -1,0 +1,97 @@
+"""Shared material for the schedule tests: the library ops at their small presets, two
+hand-written ops that exercise corners the library does not (a producer stored transposed;
+two softmaxes folded online in one program), and backends that only declare caps."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from kevolve import ops
+from kevolve.backends.base import Backend, Caps
+from kevolve.ir.builder import axes, compute, dims, exp, f32, input, max_, op, reduce_axis, sum_
+from kevolve.ir.interp import bind_dims
+from kevolve.ir.nodes import Op
+from kevolve.schedule.plan import Plan
+
+LIBRARY = tuple(ops.names())
+
+
+@cache
+def small(name: str) -> tuple[Op, dict[str, int]]:
+    """(op, dims) of a library op at its `small` preset, or of one of the ops below."""
+    if name in EXTRA:
+        return EXTRA[name]
+    d = ops.get(name)
+    case = d.case("small")
+    o = d.op_for("small")
+    return o, bind_dims(o, case.inputs, case.params)
+
+
+def _transposed_store() -> Op:
+    """`a` iterates (i, j) but stores at (j, i); `y` reads it back at its own (j, i)."""
+    M, N = dims("M N")
+    x = input("x", (M, N), f32)
+    i, j = axes("i j", M, N)
+    a = compute("a", (i, j), x[i, j] * 2.0, shape=(N, M), store=(j, i))
+    y = compute("y", (j, i), a[j, i] + 1.0)
+    return op("tstore", inputs=[x], outputs=[y])
+
+
+def _two_softmax() -> Op:
+    """Two independent max/sum pairs feeding one output (two online folds in one kernel)."""
+    M, N = dims("M N")
+    x = input("x", (M, N), f32)
+    z = input("z", (M, N), f32)
+    i, j = axes("i j", M, N)
+    k = reduce_axis("k", N)
+    m1 = compute("m1", (i,), max_(x[i, k], over=k))
+    s1 = compute("s1", (i,), sum_(exp(x[i, k] - m1[i]), over=k))
+    m2 = compute("m2", (i,), max_(z[i, k], over=k))
+    s2 = compute("s2", (i,), sum_(exp(z[i, k] - m2[i]), over=k))
+    y = compute("y", (i, j), exp(x[i, j] - m1[i]) / s1[i] + exp(z[i, j] - m2[i]) / s2[i])
+    return op("two_softmax", inputs=[x, z], outputs=[y])
+
+
+EXTRA: dict[str, tuple[Op, dict[str, int]]] = {
+    "tstore": (_transposed_store(), {"M": 3, "N": 5}),
+    "two_softmax": (_two_softmax(), {"M": 4, "N": 64}),
+}
+ALL = LIBRARY + tuple(EXTRA)
+
+
+class CapsOnly(Backend):
+    """A backend that only declares capabilities: enough for the third legality layer."""
+
+    def __init__(self, name: str, caps: Caps):
+        self.name = name
+        self.caps = caps
+
+
+# The limits the cpu and triton backends declare (kept here so these tests do not depend on
+# importing a backend's compiler-facing module).
+CPU_LIKE = CapsOnly("cpu", Caps("cpu", max_tile_elems=1 << 16))
+GPU_LIKE = CapsOnly("triton", Caps("cuda", max_tile_elems=1 << 17, max_warps=32,
+                                   bind_targets=frozenset({"grid", "threads"})))
+
+
+def check_plan_shape(plan: Plan) -> None:
+    """Structural invariants every lowered plan keeps, whatever the schedule."""
+    roots = {k.root.name for k in plan.kernels}
+    assert set(plan.op.outputs) <= roots
+    for k in plan.kernels:
+        names = [s.stage.name for s in k.steps]
+        assert len(names) == len(set(names)), names
+        assert k.steps[-1].is_root and k.steps[-1].stage.name == k.root.name
+        assert not any(s.is_root for s in k.steps[:-1])
+        loops = {lp.name for lp in k.loops}
+        roles = [lp.role for lp in k.loops]
+        assert roles == sorted(roles, key=lambda r: r != "grid"), "grid loops come first"
+        for s in k.steps:
+            rl = {lp.name for lp in s.reduce_loops}
+            for m in s.spatial:
+                assert set(m.loops) <= loops, (s.stage.name, m.loops)
+            for m in s.reduce:
+                assert set(m.loops) <= rl
+        blocks = [lp for lp in k.loops if lp.role == "block"]
+        assert sorted(lp.pos for lp in blocks) == list(range(len(blocks)))
+        assert k.rank >= len(blocks)
