@@ -12,6 +12,8 @@ from .lower import p2
 from .trace import Trace
 
 MAX_TILE = 16384  # elements of one program's tile beyond which defaults split
+SPLIT_TILE = 8192  # the tile a split aims for
+MIN_TILE = 2048  # below this, trailing grid axes join the tile instead
 
 
 def _contraction(body) -> bool:
@@ -69,7 +71,13 @@ def default_trace(op: Op, dims: dict[str, int] | None = None) -> Trace:
             moves.append({"m": "split", "stage": s.name, "axis": k.name, "size": "$BK"})
         else:
             _maybe_split_reduce(op, s.name, moves, dec, dims)
-    _maybe_split_reduce(op, roots[0], moves, dec, dims, own=True)
+    r0 = op.stage(roots[0])
+    if _contraction(r0.body) and grid_axis[roots[0]].endswith("o"):
+        dec.setdefault("$BK", 32)
+        moves.append({"m": "split", "stage": r0.name, "axis": r0.reduce_axes[0].name,
+                      "size": "$BK"})
+    else:
+        _maybe_split_reduce(op, roots[0], moves, dec, dims, own=True)
     return Trace.make(op.name, moves, dec)
 
 
@@ -106,18 +114,31 @@ def _root_moves(op: Op, rname: str, moves: list[dict], dec: dict, dims) -> str:
         if a.is_jagged:
             n_grid = min(n_grid, k)
     n_grid = max(n_grid, 1)
+
+    def tile_from(n: int) -> int | None:
+        t = 1
+        for a in ax[n:]:
+            b = _bound(a.bound, dims)
+            if b is None:
+                return None
+            t *= p2(b)
+        return t
+
+    # Programs too small to hide latency: fold trailing grid axes back into the tile.
+    while n_grid > 1 and (tile_from(n_grid) or MIN_TILE) < MIN_TILE:
+        n_grid -= 1
     for a in ax[:n_grid]:
         moves.append({"m": "bind", "stage": rname, "axis": a.name, "to": "grid"})
-    tile = 1
-    for a in ax[n_grid:]:
-        b = _bound(a.bound, dims)
-        tile *= p2(b) if b else 1024
-    last = ax[-1]
-    lb = _bound(last.bound, dims)
-    if lb is not None and tile > MAX_TILE and n_grid == len(ax) - 1:
-        dec["$BN"] = 4096
-        moves.append({"m": "split", "stage": rname, "axis": last.name, "size": "$BN"})
-        tile = 4096
+    tile = tile_from(n_grid) or 1024
+    if tile > MAX_TILE:
+        # Too large for one program's registers: loop over chunks of the first tile axis.
+        a = ax[n_grid]
+        rest = tile // p2(_bound(a.bound, dims))
+        size = 1 << (max(1, SPLIT_TILE // rest).bit_length() - 1)  # a power of two
+        key = f"$B{a.name.upper()}"
+        dec[key] = size
+        moves.append({"m": "split", "stage": rname, "axis": a.name, "size": key})
+        tile = size * rest
     moves.append({"m": "launch", "num_warps": 16 if tile >= 16384 else 8 if tile >= 2048
                   else 4})
     return ax[n_grid - 1].name

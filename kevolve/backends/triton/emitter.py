@@ -6,7 +6,7 @@ reductions become `tl.sum/max/min(..., keep_dims=True)` over a block, contractio
 from __future__ import annotations
 
 from ...ir import dtypes as dt
-from ...ir.nodes import Cast, Const, Dim, Expr, Load, Op, Reduce, op_dims
+from ...ir.nodes import AxisRef, Cast, Const, Dim, Expr, Load, Op, Reduce, op_dims, walk
 from ...schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
 from ..pyexpr import Ctx, PyLang, axes_in, emit, mask_of
 from ..tilewriter import grid_count, levels, reduces_in
@@ -169,6 +169,11 @@ class KernelWriter:
         if m.masked:
             self.w(f"{v}_m = {v}_l < {ext}")
             ctx.masks[a.name] = f"{v}_m"
+            if a.max_extent is not None and any(isinstance(n, AxisRef) for n in walk(a.extent)):
+                # A bound that varies with another block axis (a triangle) makes a 2-d mask;
+                # loads that span only this axis use the looser in-bounds mask.
+                self.w(f"{v}_b = {v}_l < {self.ex(a.max_extent, ctx)}")
+                ctx.masks["__loose_" + a.name] = f"{v}_b"
         else:
             ctx.masks[a.name] = None
 
@@ -316,6 +321,8 @@ class KernelWriter:
         var = dict(self.var)
         depth = self.red_loops(st, r, rctx, var)
         kl = next(x for x in st.reduce_loops if x.role == "block")
+        for name in [n for n in rctx.masks if n.startswith("__loose_")]:
+            rctx.masks[name[len("__loose_"):]] = rctx.masks[name]
         ka, kb = rctx.child(), rctx.child()
         self.reduce_axes_values(st, r, ka, dict(var), {kl.name: "[None, :]"})
         self.reduce_axes_values(st, r, kb, dict(var), {kl.name: "[:, None]"})
