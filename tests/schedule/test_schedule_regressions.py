@@ -91,3 +91,24 @@ def test_layer_one_checks_names_inside_lists_as_the_json_schema_does():
     with pytest.raises(MoveError) as e:
         apply(initial(small("softmax")[0]), move, 0)
     assert e.value.code == "schema.bad_type"
+
+
+def test_move_error_survives_the_exception_machinery():
+    """A frozen-dataclass exception broke when Python set __traceback__ (contextlib) or
+    __notes__ (add_note, which pytest and hypothesis use)."""
+    import contextlib
+    import pickle
+
+    @contextlib.contextmanager
+    def nothing():
+        yield
+
+    with pytest.raises(MoveError) as e:
+        with nothing():
+            raise MoveError(2, "semantics.x", "message", "hint")
+    assert e.value.to_dict() == {"move_index": 2, "code": "semantics.x", "message": "message",
+                                 "hint": "hint"}
+    err = MoveError(move_index=1, code="schema.y", message="m")
+    err.add_note("a note")
+    back = pickle.loads(pickle.dumps(err))
+    assert back.to_dict() == err.to_dict() and isinstance(back, MoveError)
