@@ -140,6 +140,9 @@ class ScalarBuilder:
             body = inner
         ctx = Ctx()
         root_maps = {m.axis.name: m for m in k.steps[-1].spatial}
+        for m in root_maps.values():  # grid-only axes: their values may bound the loops below
+            if all(self.role.get(ln) == "grid" for ln in m.loops):
+                self.value(m, ctx, body, None)
         for lvl, steps in levels(k):
             if lvl is not None:
                 m = next(mm for mm in root_maps.values() if lvl.name in mm.loops)

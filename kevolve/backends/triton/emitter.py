@@ -87,6 +87,9 @@ class KernelWriter:
                 self.var[lp.name] = v
         root_ctx = Ctx()
         maps = {m.axis.name: m for m in k.steps[-1].spatial}
+        for m in maps.values():  # grid-only axes: their values may bound the loops below
+            if all(self._loop(ln).role == "grid" for ln in m.loops):
+                self.axis_value(m, root_ctx)
         for lvl, steps in levels(k):
             if lvl is not None:
                 m = next(mm for mm in maps.values() if lvl.name in mm.loops)
