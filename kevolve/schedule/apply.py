@@ -139,10 +139,11 @@ def _reorder(op: Op, st: StageSched, d: dict, i: int) -> StageSched:
     by = {lp.name: lp for lp in st.loops}
     for k, n in zip(slots, order):
         loops[k] = by[n]
-    for a, b in zip(loops, loops[1:]):
-        if a.origin == b.origin and a.part == "inner" and b.part == "outer":
-            raise MoveError(i, "semantics.tile_order", f"tile {a.name!r} would run outside "
-                            f"its outer loop {b.name!r}", "keep outer before inner")
+    for k, a in enumerate(loops):  # any later loop, not only the next one
+        for b in loops[k + 1:]:
+            if a.origin == b.origin and a.part == "inner" and b.part == "outer":
+                raise MoveError(i, "semantics.tile_order", f"tile {a.name!r} would run "
+                                f"outside its outer loop {b.name!r}", "keep outer before inner")
     return replace(st, loops=tuple(loops))
 
 

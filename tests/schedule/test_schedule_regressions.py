@@ -112,3 +112,21 @@ def test_move_error_survives_the_exception_machinery():
     err.add_note("a note")
     back = pickle.loads(pickle.dumps(err))
     assert back.to_dict() == err.to_dict() and isinstance(back, MoveError)
+
+
+@pytest.mark.parametrize("name,moves,index", [
+    ("softmax", [{"m": "split", "stage": "y", "axis": "j", "size": 16},
+                 {"m": "reorder", "stage": "y", "order": ["jo", "i"]},
+                 {"m": "reorder", "stage": "y", "order": ["ji", "jo"]}], 2),
+    ("gemm_bias_gelu", [{"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+                        {"m": "compute_at", "stage": "acc", "at": ["y", "i"]},
+                        {"m": "split", "stage": "acc", "axis": "k", "size": 32},
+                        {"m": "reorder", "stage": "acc", "order": ["ki", "i"]}], 3),
+])
+def test_a_tile_cannot_move_outside_its_outer_loop_even_when_not_adjacent(name, moves, index):
+    # Only adjacent pairs were checked: (ji, i, jo) passed and lowering then divided by a
+    # missing tile size (TypeError), or built k = ki + ko with the wrong strides.
+    op, dims = small(name)
+    with pytest.raises(MoveError) as e:
+        lower(apply_trace(op, Trace.make(op.name, moves)), dims)
+    assert (e.value.move_index, e.value.code) == (index, "semantics.tile_order")
