@@ -5,6 +5,7 @@ checks that need the whole schedule run in `lower`, and backend limits in each b
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from ..ir.nodes import AxisRef, Load, Op, Reduce, walk, walk_stage
@@ -44,6 +45,8 @@ def _check_type(i: int, move: str, k: str, v, sch: dict) -> None:
                             f"use one of {sch['enum']}")
         elif len(v) > sch.get("maxLength", 1 << 30):
             bad = "a short name"
+        elif "pattern" in sch and not re.fullmatch(sch["pattern"], v):
+            bad = "a name of letters, digits and _"
     elif t == "integer":
         if isinstance(v, bool) or not isinstance(v, int):
             bad = "an integer"
@@ -54,10 +57,12 @@ def _check_type(i: int, move: str, k: str, v, sch: dict) -> None:
             raise MoveError(i, "schema.not_pow2", f"{move}.{k} = {v} is not a power of two",
                             f"try {1 << (v.bit_length() - 1)} or {1 << v.bit_length()}")
     elif t == "array":
-        most = sch.get("items", {}).get("maxLength", 1 << 30)
-        if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) and 0 < len(x) <= most
-                                                       for x in v):
-            bad = "a list of short names"
+        items = sch.get("items", {})
+        most, pat = items.get("maxLength", 1 << 30), items.get("pattern")
+        if not isinstance(v, (list, tuple)) or not all(
+                isinstance(x, str) and 0 < len(x) <= most and (not pat or re.fullmatch(pat, x))
+                for x in v):
+            bad = "a list of short names (letters, digits, _)"
         elif not sch.get("minItems", 0) <= len(v) <= sch.get("maxItems", 1 << 30):
             raise MoveError(i, "schema.bad_value", f"{move}.{k} has {len(v)} items",
                             f"give {sch.get('minItems')}..{sch.get('maxItems', 'any')} names")

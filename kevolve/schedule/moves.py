@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-NAME = {"type": "string", "minLength": 1, "maxLength": 64}
+# Names (stages, axes, buffers, and the fresh axis names a move creates) end up as
+# identifiers in generated source: word characters only, so no other text gets into it.
+NAME = {"type": "string", "minLength": 1, "maxLength": 64,
+        "pattern": r"^[A-Za-z0-9_]+$"}
 INT = {"type": "integer", "minimum": 1, "maximum": 1 << 20}
 POW2 = {"type": "integer", "minimum": 1, "maximum": 1 << 16, "pow2": True}
 
