@@ -22,5 +22,6 @@ setup(
     packages=KEVOLVE + TEMPLATES,
     package_dir={"kevolve.templates": "templates"},
     package_data={"kevolve.templates": [f"**/*.{ext}" for ext in TEMPLATE_FILES],
-                  "kevolve": ["data/*"]},
+                  "kevolve": ["data/*"],
+                  "kevolve.agent.knowledge": ["*.md"]},  # the LLM proposer's hardware notes
 )
