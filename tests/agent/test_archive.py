@@ -1,0 +1,644 @@
+"""The archive (kevolve.agent.archive): round trips, dedupe, best and history, merge,
+export/import, schema versioning, foreign and corrupt files, two writers, and SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kevolve.agent import archive as archive_mod
+from kevolve.agent.archive import APPLICATION_ID, Archive, ArchiveError, canonical_trace
+from kevolve.agent.types import Result, Scored
+from kevolve.ir.builder import axes, compute, dims, f32, input, op
+from kevolve.ir.printer import op_text
+from kevolve.schedule.trace import Trace
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def tiny_op(name: str = "twice", scale: float = 2.0):
+    N = dims("N")
+    x = input("x", (N,), f32)
+    (i,) = axes("i", N)
+    return op(name, inputs=[x], outputs=[compute("y", (i,), x[i] * scale)])
+
+
+def trace(w: int, bn: int = 1024, op_name: str = "twice", indent: int | None = None) -> str:
+    return Trace.make(op_name, [{"m": "launch", "num_warps": "$W"}],
+                      {"$W": w, "$BN": bn}).to_json(indent=indent)
+
+
+def ok(t: float, base: float = 1.0) -> Result:
+    return Result("ok", time_ms=t, times_ms=(t, t * 1.01, t * 0.99), baseline_ms=base,
+                  max_error=1e-7, diagnostics={"gbps": 100.0 / t}, source_hash=f"src{t}",
+                  seconds=0.5)
+
+
+def fail(stage: str = "compile") -> Result:
+    return Result(stage, message=f"{stage} failed", diagnostics={"log": "error: x"})
+
+
+TOOLCHAIN = {"python": "3.11", "cc": "gcc 12"}
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    return tmp_path / "sub" / "archive.db"
+
+
+# --- round trips ---------------------------------------------------------------------------
+
+def test_candidate_and_result_round_trip(db):
+    with Archive(db) as a:  # creates the folder too
+        oid = a.op_id(tiny_op())
+        assert a.op_id(tiny_op()) == oid  # insert-or-get by IR hash
+        assert a.op_id(tiny_op(scale=3.0)) != oid  # same name, other IR: another op
+        cid, new = a.add_candidate(oid, trace(4), proposer="heuristic", generation=2,
+                                   note="widen")
+        assert new
+        child, _ = a.add_candidate(oid, trace(8), parent_id=cid, proposer="claude")
+        r = ok(0.25)
+        rid = a.add_result(cid, "laptop", "cpu", TOOLCHAIN, r, None, {"N": 4096}, (0, 1, 2))
+        assert rid > 0
+        a.add_result(child, "laptop", "cpu", TOOLCHAIN, fail("correctness"), "h2", {}, ())
+
+    with Archive(db, create=False) as a:
+        got = a.results(cid)
+        assert len(got) == 1
+        assert got[0]["result"] == r  # every Result field comes back, run_hash = source_hash
+        assert got[0]["toolchain"] == TOOLCHAIN
+        assert got[0]["shape"] == {"N": 4096} and got[0]["seeds"] == [0, 1, 2]
+        c = a.candidate(child)
+        assert c["parent_id"] == cid and c["proposer"] == "claude" and c["op_name"] == "twice"
+        assert c["ir_text"] == op_text(tiny_op())
+        assert a.candidate(cid)["generation"] == 2 and a.candidate(cid)["note"] == "widen"
+        assert a.evaluated(oid, "cpu", "laptop") == {cid, child}
+        assert a.evaluated(oid, "cpu", "h200") == set()
+        assert a.evaluated(oid, "triton", "laptop") == set()
+        assert a.find_run(oid, "cpu", "laptop", "src0.25") == r
+        assert a.find_run(oid, "cpu", "h200", "src0.25") is None
+        assert a.find_run(oid, "cpu", "laptop", "h2").verdict == "correctness"
+        assert a.find_run(oid, "cpu", "laptop", None) is None
+        scored = a.scored(oid, "cpu", "laptop")
+        assert [s.candidate_id for s in scored] == [cid, child]
+        assert scored[0] == Scored(trace(4), r, cid, None, "heuristic")
+        assert scored[1].parent_id == cid
+        assert a.hardware_names() == ["laptop"]
+        assert a.candidate(10**6) is None
+
+
+def test_nan_time_and_numpy_diagnostics_are_stored():
+    np = pytest.importorskip("numpy")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d, Archive(Path(d) / "a.db") as a:
+        oid = a.op_id(tiny_op())
+        cid, _ = a.add_candidate(oid, trace(1))
+        r = Result("timing", time_ms=float("nan"),
+                   diagnostics={"regs": np.int64(32), "bw": np.float32(1.5),
+                                "hist": np.arange(3)})
+        a.add_result(cid, "hw", "cpu", {}, r, None, {}, [np.int64(7)])
+        back = a.results(cid)[0]
+        assert back["result"].time_ms is None
+        assert back["result"].diagnostics == {"regs": 32, "bw": 1.5, "hist": [0, 1, 2]}
+        assert back["seeds"] == [7]
+
+
+def test_dedupe_by_canonical_trace_hash(db):
+    with Archive(db) as a:
+        oid = a.op_id(tiny_op())
+        first, new1 = a.add_candidate(oid, trace(4))
+        # same trace: indented, keys in another order, extra whitespace
+        d = json.loads(trace(4))
+        reordered = json.dumps({k: d[k] for k in reversed(list(d))}, indent=3)
+        assert reordered != trace(4)
+        again, new2 = a.add_candidate(oid, reordered, proposer="other")
+        assert (new1, new2) == (True, False) and again == first
+        again2, new3 = a.add_candidate(oid, trace(4, indent=2))
+        assert (again2, new3) == (first, False)
+        assert a.add_candidate(oid, trace(5))[1] is True
+        other_op = a.op_id(tiny_op("thrice", 3.0))
+        assert a.add_candidate(other_op, trace(4))[1] is True  # per op
+        assert a.candidate(first)["trace_json"] == Trace.from_json(trace(4)).to_json()
+        assert a.candidate(first)["trace_hash"] == Trace.from_json(trace(4)).hash
+        # junk that is not a valid Trace is still recorded, deduped as canonical JSON
+        j1, _ = a.add_candidate(oid, '{"b": 1, "a": [{"m": "nosuchmove"}]}')
+        j2, n = a.add_candidate(oid, '{"a": [{"m": "nosuchmove"}], "b": 1}')
+        assert j1 == j2 and not n
+        assert a.add_candidate(oid, "not json at all")[1] is True
+
+
+def test_canonical_trace_matches_trace_hash():
+    text, h = canonical_trace(trace(4, indent=2))
+    t = Trace.from_json(trace(4))
+    assert (text, h) == (t.to_json(), t.hash)
+    assert canonical_trace(t) == (text, h)
+
+
+def test_unknown_ids_are_archive_errors(db):
+    with Archive(db) as a:
+        with pytest.raises(ArchiveError, match="FOREIGN KEY"):
+            a.add_candidate(999, trace(1))
+        with pytest.raises(ArchiveError, match=str(db)):
+            a.add_result(999, "hw", "cpu", {}, ok(1.0))
+
+
+# --- best and history ----------------------------------------------------------------------
+
+def _search(a: Archive, hardware: str, times: list) -> list[int]:
+    oid = a.op_id(tiny_op())
+    ids = []
+    for i, t in enumerate(times):
+        cid, _ = a.add_candidate(oid, trace(i + 1), proposer=f"p{i % 2}")
+        a.add_result(cid, hardware, "cpu", TOOLCHAIN, fail() if t is None else ok(t))
+        ids.append(cid)
+    return ids
+
+
+def test_best_and_history_best_so_far(db):
+    with Archive(db) as a:
+        assert a.best("twice", "cpu") is None
+        ids = _search(a, "laptop", [3.0, None, 2.0, 2.5, 1.0, None, 1.5])
+        h200 = _search(a, "h200", [0.2, 0.1])  # same traces: candidates are shared
+        assert h200 == ids[:2]
+
+        best = a.best("twice", "cpu", "laptop")
+        assert best.candidate_id == ids[4] and best.result.time_ms == 1.0
+        assert best.proposer == "p0" and best.trace_json == Trace.from_json(trace(5)).to_json()
+        assert a.best("twice", "cpu").result.time_ms == 0.1  # any hardware
+        assert a.best("twice", "cpu", "h200").candidate_id == ids[1]
+        assert a.best("twice", "triton") is None
+        assert a.best("nosuch", "cpu") is None
+        rec = a.best_record("twice", "cpu", "laptop")
+        assert rec["hardware"] == "laptop" and rec["toolchain"] == TOOLCHAIN
+
+        rows = a.history("twice", "cpu", "laptop")
+        assert [r["candidate_id"] for r in rows] == ids
+        assert [r["index"] for r in rows] == list(range(1, 8))
+        assert [r["verdict"] for r in rows] == ["ok", "compile", "ok", "ok", "ok", "compile",
+                                                "ok"]
+        assert [r["best_ms"] for r in rows] == [3.0, 3.0, 2.0, 2.0, 1.0, 1.0, 1.0]
+        assert [r["improved"] for r in rows] == [True, False, True, False, True, False, False]
+        both = a.history("twice")
+        assert len(both) == 9
+        per_hw = [(r["hardware"], r["index"], r["best_ms"]) for r in both if r["hardware"] ==
+                  "h200"]
+        assert per_hw == [("h200", 1, 0.2), ("h200", 2, 0.1)]  # best-so-far per hardware
+
+
+def test_a_candidate_stands_by_its_latest_result(db):
+    with Archive(db) as a:
+        ids = _search(a, "laptop", [2.0, 1.0])
+        assert a.best("twice", "cpu").candidate_id == ids[1]
+        time.sleep(0.01)
+        # re-timed: the suspicious 1.0 ms did not re-verify
+        a.add_result(ids[1], "laptop", "cpu", TOOLCHAIN, fail("timing"))
+        assert a.best("twice", "cpu").candidate_id == ids[0]
+        rows = a.history("twice", "cpu")
+        assert [r["candidate_id"] for r in rows] == ids  # order of first evaluation
+        assert rows[1]["verdict"] == "timing"
+        assert len(a.scored(a.op_id(tiny_op()), "cpu", "laptop")) == 2
+
+
+def test_ceilings_usage_runs(db):
+    with Archive(db) as a:
+        a.set_ceiling("h200", "copy_gbps", 4100.0)
+        a.set_ceiling("h200", "bf16_tflops", 790.5)
+        a.set_ceiling("h200", "copy_gbps", 4200.0)  # re-measured: replaced
+        assert a.ceilings("h200") == {"bf16_tflops": 790.5, "copy_gbps": 4200.0}
+        assert a.ceilings("laptop") == {}
+        assert a.hardware_names() == ["h200"]
+        oid = a.op_id(tiny_op())
+        cid, _ = a.add_candidate(oid, trace(1))
+        a.record_usage("claude", "claude-x", 1000, 200, candidate_id=cid)
+        a.record_usage("claude", "claude-x", 500, 50, note="rejected: unknown move")
+        assert a.usage_totals() == {("claude", "claude-x"): {
+            "calls": 2, "input_tokens": 1500, "output_tokens": 250}}
+        rid = a.start_run(oid, "cpu", "laptop", {"budget": 40, "seed": 3})
+        assert a.last_run(oid, "cpu", "laptop")["status"] == "running"
+        a.finish_run(rid)
+        run = a.last_run(oid, "cpu", "laptop")
+        assert run["settings"] == {"budget": 40, "seed": 3} and run["status"] == "done"
+        assert a.last_run(oid, "cpu", "h200") is None
+        info = a.info()
+        assert info["counts"] == {"ops": 1, "candidates": 1, "results": 0, "ceilings": 2,
+                                  "usage": 2, "runs": 1}
+        assert info["tokens"] == {"input": 1500, "output": 250} and info["unevaluated"] == 1
+
+
+# --- merge, export, import -----------------------------------------------------------------
+
+def _full(a: Archive, hardware: str, times: list, model: str) -> None:
+    ids = _search(a, hardware, times)
+    a.add_candidate(a.op_id(tiny_op()), trace(99), parent_id=ids[0], proposer="child")
+    a.set_ceiling(hardware, "copy_gbps", 100.0)
+    a.record_usage("claude", model, 10, 1, candidate_id=ids[0])
+    a.finish_run(a.start_run(a.op_id(tiny_op()), "cpu", hardware, {"budget": len(times)}))
+
+
+def test_merge_remaps_ids_and_skips_duplicates(tmp_path):
+    here, there = tmp_path / "here.db", tmp_path / "gpu.db"
+    with Archive(here) as a:
+        a.op_id(tiny_op("unrelated", 5.0))  # shifts ids, so remapping shows
+        _full(a, "laptop", [3.0, 2.0], "m1")
+    with Archive(there) as b:
+        _full(b, "h200", [0.3, 0.2, None, 0.1], "m2")  # traces 1, 2 and 99 also exist here
+    before = there.read_bytes()
+
+    with Archive(here) as a:
+        counts = a.merge(there)
+        assert counts["ops"] == 0 and counts["skipped"]["ops"] == 1
+        assert counts["candidates"] == 2 and counts["skipped"]["candidates"] == 3
+        assert counts["results"] == 4 and counts["skipped"]["results"] == 0
+        assert counts["ceilings"] == 1 and counts["usage"] == 1 and counts["runs"] == 1
+        oid = a.op_id(tiny_op())
+        assert oid == 2
+        assert a.best("twice", "cpu", "h200").result.time_ms == 0.1
+        assert a.best("twice", "cpu", "laptop").result.time_ms == 2.0
+        assert [r["best_ms"] for r in a.history("twice", "cpu", "h200")] == [0.3, 0.2, 0.2,
+                                                                            0.1]
+        # the h200 results landed on this archive's candidates (ids remapped)
+        here_ids = {s.candidate_id: s.trace_json for s in a.scored(oid, "cpu", "laptop")}
+        for s in a.scored(oid, "cpu", "h200"):
+            assert a.candidate(s.candidate_id)["op_id"] == oid
+            if s.trace_json in here_ids.values():
+                assert here_ids[s.candidate_id] == s.trace_json
+        assert a.ceilings("h200") == {"copy_gbps": 100.0}
+        assert a.hardware_names() == ["h200", "laptop"]
+        assert sum(t["calls"] for t in a.usage_totals().values()) == 2
+        total = a.info()["counts"]
+
+        again = a.merge(there)  # idempotent
+        assert {k: v for k, v in again.items() if k != "skipped"} == dict.fromkeys(
+            archive_mod.KINDS, 0)
+        assert again["skipped"]["results"] == 4
+        assert a.info()["counts"] == total
+    assert there.read_bytes() == before  # the source is never written
+
+
+def test_merge_maps_parents_of_new_candidates(tmp_path):
+    here, there = tmp_path / "here.db", tmp_path / "there.db"
+    Archive(here).close()
+    with Archive(there) as b:
+        oid = b.op_id(tiny_op())
+        p, _ = b.add_candidate(oid, trace(1))
+        c, _ = b.add_candidate(oid, trace(2), parent_id=p)
+    with Archive(here) as a:
+        a.op_id(tiny_op("pad", 9.0))
+        a.add_candidate(a.op_id(tiny_op("pad", 9.0)), trace(7, op_name="pad"))
+        a.merge(there)
+        oid = a.op_id(tiny_op())
+        ids = sorted(r[0] for r in a._read("SELECT id FROM candidates WHERE op_id = ?",
+                                             (oid,)))
+        assert ids != [p, c]
+        assert a.candidate(ids[1])["parent_id"] == ids[0]
+
+
+def test_merge_reads_a_live_archive_through_its_wal(tmp_path):
+    live, dst = tmp_path / "live.db", tmp_path / "dst.db"
+    with Archive(live) as a:  # still open: its last transactions are only in the WAL
+        _search(a, "hw", [3.0, 2.0, 1.0])
+        assert Path(f"{live}-wal").stat().st_size > 0
+        with Archive(dst) as b:
+            assert b.merge(live)["results"] == 3
+            assert b.best("twice", "cpu").result.time_ms == 1.0
+        _search(a, "hw2", [0.5])  # the source still takes writes
+
+
+def test_merge_errors_name_the_file(tmp_path):
+    a_path = tmp_path / "a.db"
+    with Archive(a_path) as a:
+        with pytest.raises(ArchiveError, match="no archive to merge at .*missing.db"):
+            a.merge(tmp_path / "missing.db")
+        with pytest.raises(ArchiveError, match="into itself"):
+            a.merge(a_path)
+        text = tmp_path / "notes.db"
+        text.write_text("hello")
+        with pytest.raises(ArchiveError, match="notes.db is not a kevolve archive"):
+            a.merge(text)
+
+
+def test_export_import_round_trip(tmp_path):
+    src, dst, out = tmp_path / "src.db", tmp_path / "dst.db", tmp_path / "x.jsonl"
+    with Archive(src) as a:
+        _full(a, "h200", [0.3, None, 0.1], "m")
+        oid = a.op_id(tiny_op())
+        a.add_result(a.best("twice", "cpu").candidate_id, "h200", "cpu", TOOLCHAIN,
+                     Result("ok", time_ms=0.05, diagnostics={"nan": float("nan")}))
+        other = a.op_id(tiny_op("thrice", 3.0))
+        a.add_result(a.add_candidate(other, trace(1, op_name="thrice"))[0], "h200", "cpu",
+                     {}, ok(9.0))
+        counts = a.export_jsonl(out)
+        assert counts == {"op": 2, "candidate": 5, "result": 5, "ceiling": 1, "usage": 1,
+                          "run": 1}
+        lines = [json.loads(x) for x in out.read_text().splitlines()]
+        assert lines[0]["kind"] == "header" and lines[0]["format"] == "kevolve-archive"
+        assert all("kind" in x for x in lines)
+        src_hist = a.history("twice")
+        src_scored = a.scored(oid, "cpu", "h200")
+        assert a.export_jsonl(tmp_path / "one.jsonl", op_name="thrice")["candidate"] == 1
+
+    with Archive(dst) as b:
+        b.op_id(tiny_op("pad", 9.0))
+        counts = b.import_jsonl(out)
+        assert counts["ops"] == 2 and counts["candidates"] == 5 and counts["results"] == 5
+        oid = b.op_id(tiny_op())
+        got = b.scored(oid, "cpu", "h200")
+        assert [(s.trace_json, s.result.verdict, s.proposer) for s in got] == [
+            (s.trace_json, s.result.verdict, s.proposer) for s in src_scored]
+        best = b.best("twice", "cpu", "h200")
+        assert best.result.time_ms == 0.05 and best.result.diagnostics["nan"] != 0  # NaN kept
+        strip = [{k: v for k, v in r.items() if k not in ("candidate_id", "parent_id")}
+                 for r in b.history("twice")]
+        assert strip == [{k: v for k, v in r.items() if k not in ("candidate_id", "parent_id")}
+                         for r in src_hist]
+        assert b.ceilings("h200") == {"copy_gbps": 100.0}
+        again = b.import_jsonl(out)
+        assert all(again[k] == 0 for k in archive_mod.KINDS)
+        assert b.info()["counts"]["results"] == 5
+
+
+def test_import_rejects_a_bad_file_and_imports_nothing(tmp_path):
+    out = tmp_path / "x.jsonl"
+    with Archive(tmp_path / "a.db") as a:
+        _full(a, "hw", [1.0], "m")
+        a.export_jsonl(out)
+    lines = out.read_text().splitlines()
+    with Archive(tmp_path / "b.db") as b:
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text("\n".join(lines[:3] + ["{not json"] + lines[3:]) + "\n")
+        with pytest.raises(ArchiveError, match=r"bad.jsonl:4: not JSON"):
+            b.import_jsonl(bad)
+        assert b.info()["counts"]["ops"] == 0  # all or nothing
+        bad.write_text("\n".join(lines[1:]) + "\n")
+        with pytest.raises(ArchiveError, match="not a kevolve archive export"):
+            b.import_jsonl(bad)
+        rec = json.loads(lines[2])
+        rec["kind"] = "mystery"
+        bad.write_text("\n".join([lines[0], lines[1], json.dumps(rec)]) + "\n")
+        with pytest.raises(ArchiveError, match="unknown record kind 'mystery'"):
+            b.import_jsonl(bad)
+        head = json.loads(lines[0])
+        head["version"] = 99
+        bad.write_text(json.dumps(head) + "\n")
+        with pytest.raises(ArchiveError, match="newer than this kevolve"):
+            b.import_jsonl(bad)
+        with pytest.raises(ArchiveError, match="no file to import"):
+            b.import_jsonl(tmp_path / "nope.jsonl")
+        assert b.info()["counts"] == dict.fromkeys(archive_mod.KINDS, 0)
+
+
+# --- the file: versioning, foreign and corrupt files ---------------------------------------
+
+def test_schema_version_and_application_id_are_set(db):
+    Archive(db).close()
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        assert APPLICATION_ID == int.from_bytes(b"KEVO", "big")
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(archive_mod.MIGRATIONS)
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = "
+                                             "'table'")}
+        assert {"ops", "candidates", "results", "hardware", "usage", "runs"} <= tables
+    finally:
+        conn.close()
+
+
+def test_a_migration_runs_on_open_and_merge_migrates_a_copy(tmp_path, monkeypatch):
+    old, new = tmp_path / "old.db", tmp_path / "new.db"
+    with Archive(old) as a:
+        _search(a, "hw", [1.0])
+    before = old.read_bytes()
+
+    def v1_to_v2(conn):
+        conn.execute("ALTER TABLE results ADD COLUMN energy_j REAL")
+
+    monkeypatch.setattr(archive_mod, "MIGRATIONS", [*archive_mod.MIGRATIONS, v1_to_v2])
+    with Archive(new) as b:  # a new file gets every step
+        b.merge(old)  # an older source is migrated in memory, never on disk
+        assert b.best("twice", "cpu").result.time_ms == 1.0
+    assert old.read_bytes() == before
+    with Archive(old) as a:  # opening it for writing migrates it, once
+        assert a.best("twice", "cpu").result.time_ms == 1.0
+    for path in (old, new):
+        conn = sqlite3.connect(path)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(results)")]
+        assert "energy_j" in cols
+        conn.close()
+
+
+def _foreign_sqlite(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA application_id = 1234")
+    conn.execute("CREATE TABLE notes (x)")
+    conn.commit()
+    conn.close()
+
+
+def _no_app_id_sqlite(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE photos (x)")
+    conn.commit()
+    conn.close()
+
+
+def _text(path: Path) -> None:
+    path.write_text("name,value\na,1\n" * 50)
+
+
+def _truncated(path: Path) -> None:
+    with Archive(path) as a:
+        _search(a, "hw", [float(i + 1) for i in range(200)])
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _bad_header(path: Path) -> None:
+    with Archive(path) as a:
+        _search(a, "hw", [1.0])
+    data = bytearray(path.read_bytes())
+    data[16:18] = (1000).to_bytes(2, "big")  # not a power of two
+    path.write_bytes(bytes(data))
+
+
+def _newer(path: Path) -> None:
+    Archive(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {len(archive_mod.MIGRATIONS) + 1}")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("make, what", [
+    (_foreign_sqlite, "another application"),
+    (_no_app_id_sqlite, "another application"),
+    (_text, "not an SQLite database"),
+    (_truncated, "truncated"),
+    (_bad_header, "corrupt"),
+    (_newer, "newer than this kevolve"),
+])
+def test_bad_files_raise_and_stay_unchanged(tmp_path, make, what):
+    path = tmp_path / "archive.db"
+    make(path)
+    before = path.read_bytes()
+    siblings = sorted(p.name for p in tmp_path.iterdir())
+    for kwargs in ({}, {"create": False}, {"readonly": True}):
+        with pytest.raises(ArchiveError) as e:
+            Archive(path, **kwargs)
+        assert str(path) in str(e.value) and what in str(e.value)
+    with Archive(tmp_path / "other.db") as other, pytest.raises(ArchiveError) as e:
+        other.merge(path)
+    assert str(path) in str(e.value)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("other")) == \
+        siblings
+
+
+def test_corruption_inside_the_file_is_an_archive_error(tmp_path):
+    path = tmp_path / "archive.db"
+    with Archive(path) as a:
+        _search(a, "hw", [float(i + 1) for i in range(300)])
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    for p in range(2, len(data) // page):  # scribble over every page but the header
+        data[p * page: p * page + 64] = b"\xff" * 64
+    path.write_bytes(bytes(data))
+    before = path.read_bytes()
+    with pytest.raises(ArchiveError) as e:
+        with Archive(path, create=False) as a:
+            a.history("twice")
+    assert str(path) in str(e.value) and "corrupt" in str(e.value)
+    assert path.read_bytes() == before
+
+
+def test_missing_file_without_create(tmp_path):
+    with pytest.raises(ArchiveError, match="no archive at .*nope.db"):
+        Archive(tmp_path / "nope.db", create=False)
+    assert not (tmp_path / "nope.db").exists()
+    (tmp_path / "empty.db").touch()
+    with Archive(tmp_path / "empty.db") as a:  # an empty file becomes an archive
+        assert a.info()["schema_version"] == len(archive_mod.MIGRATIONS)
+
+
+def test_readonly_never_writes(tmp_path):
+    path = tmp_path / "a.db"
+    with Archive(path) as a:
+        _search(a, "hw", [1.0])
+    before = path.read_bytes()
+    with Archive(path, readonly=True) as r:
+        assert r.best("twice", "cpu").result.time_ms == 1.0
+        with pytest.raises(ArchiveError, match="read-only"):
+            r.set_ceiling("hw", "x", 1)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.db"]
+
+
+# --- processes -----------------------------------------------------------------------------
+
+def _writer(path: str, tag: int, n: int, barrier) -> None:
+    with Archive(path) as a:
+        oid = a.op_id(tiny_op())
+        barrier.wait(60)  # both open, then both write at once
+        for i in range(n):
+            cid, new = a.add_candidate(oid, trace(i + 1, bn=tag), proposer=f"w{tag}")
+            assert new
+            a.add_result(cid, "hw", "cpu", {}, ok(1.0 + i))
+
+
+def test_two_processes_write_concurrently(tmp_path):
+    path = tmp_path / "shared.db"
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    procs = [ctx.Process(target=_writer, args=(str(path), tag, 200, barrier))
+             for tag in (1, 2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    with Archive(path) as a:
+        assert a.check() == ["ok"]
+        oid = a.op_id(tiny_op())
+        scored = a.scored(oid, "cpu", "hw")
+        assert len(scored) == 400
+        assert {s.proposer for s in scored} == {"w1", "w2"}
+        order = [s.proposer for s in sorted(scored, key=lambda s: s.candidate_id)]
+        switches = sum(x != y for x, y in zip(order, order[1:]))
+        assert switches >= 2, "the writers did not interleave: both must progress at once"
+        assert a.info()["counts"]["ops"] == 1
+
+
+KILL_WRITER = """
+import sys
+from kevolve.agent.archive import Archive
+from kevolve.agent.types import Result
+from kevolve.ir.builder import axes, compute, dims, f32, input, op
+from kevolve.schedule.trace import Trace
+
+N = dims("N"); x = input("x", (N,), f32); (i,) = axes("i", N)
+a = Archive(sys.argv[1])
+oid = a.op_id(op("twice", inputs=[x], outputs=[compute("y", (i,), x[i] * 2.0)]))
+k = 0
+while True:
+    k += 1
+    t = Trace.make("twice", [{"m": "launch", "num_warps": "$W"}], {"$W": k})
+    cid, _ = a.add_candidate(oid, t.to_json(), proposer="killme")
+    print("c", cid, flush=True)
+    rid = a.add_result(cid, "hw", "cpu", {}, Result("ok", time_ms=float(k)), None,
+                       {"N": k}, (k,))
+    print("r", rid, flush=True)
+"""
+
+
+def test_sigkill_loses_only_uncommitted_writes(tmp_path):
+    path = tmp_path / "killed.db"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", KILL_WRITER, str(path)],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    seen = {"c": set(), "r": set()}
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen["r"]) < 150 and time.monotonic() < deadline:
+            kind, n = proc.stdout.readline().split()
+            seen[kind].add(int(n))
+        os.kill(proc.pid, signal.SIGKILL)
+        for line in proc.stdout:  # whatever it committed and printed before dying
+            kind, n = line.split()
+            seen[kind].add(int(n))
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert len(seen["r"]) >= 150
+    assert Path(f"{path}-wal").exists()  # committed pages still in the WAL: recovered on open
+
+    # merging the killed archive (read-only, through its WAL) brings every committed result
+    with Archive(tmp_path / "elsewhere.db") as b:
+        assert b.merge(path)["results"] >= len(seen["r"])
+
+    with Archive(path, create=False) as a:
+        assert a.check() == ["ok"]
+        cids = {r[0] for r in a._read("SELECT id FROM candidates")}
+        rids = {r[0] for r in a._read("SELECT id FROM results")}
+        assert seen["c"] <= cids and seen["r"] <= rids  # nothing committed was lost
+        oid = a.op_id(tiny_op())
+        done = a.evaluated(oid, "cpu", "hw")
+        assert len(cids - done) <= 1  # at most the one in flight has no result
+        # resume: the archive takes new writes, and a re-proposed trace is not new
+        cid, new = a.add_candidate(oid, Trace.make("twice", [{"m": "launch",
+                                                              "num_warps": "$W"}],
+                                                   {"$W": 1}).to_json())
+        assert not new and cid in done
+        a.add_result(cid, "hw", "cpu", {}, ok(0.5))
+        assert a.best("twice", "cpu").result.time_ms == 0.5
