@@ -1,0 +1,177 @@
+"""`kevolve archive info|merge|export|import`: look into an archive and move its contents
+between machines (e.g. bring back the archive of a search run on a GPU machine). Also the
+helpers that `kevolve best` and `kevolve history` share."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from ..agent.archive import DEFAULT_PATH
+from ._common import console, echo
+
+db_option = click.option(
+    "--db", "db", metavar="PATH", default=str(DEFAULT_PATH), show_default=True,
+    help="The archive (an SQLite file).")
+
+
+def open_archive(db: str, create: bool = False):
+    from ..agent.archive import Archive
+
+    return Archive(db, create=create)
+
+
+def op_name(ref: str) -> str:
+    """The archived name of OP: a library name, or the name part of `path/spec.py:name`."""
+    path, sep, name = ref.rpartition(":")
+    return name if sep and path.endswith(".py") else ref
+
+
+def require_op(archive, ref: str) -> str:
+    """The op's name, or ArchiveError when the archive holds no op of that name."""
+    from ..agent.archive import ArchiveError
+
+    name = op_name(ref)
+    names = archive.op_names()
+    if name not in names:
+        if not names:
+            raise ArchiveError(f"archive {archive.path} is empty: it holds no ops yet (run "
+                               "kevolve evolve first, or pass --db PATH)")
+        raise ArchiveError(f"no op named {name!r} in archive {archive.path}; it holds: "
+                           f"{', '.join(names)}")
+    return name
+
+
+def what_is_there(archive, name: str) -> str:
+    """A clause saying which (backend, hardware) pairs hold results for the op."""
+    groups = [g for g in archive.info()["groups"] if g["op"] == name]
+    if not groups:
+        return "it has no evaluated candidates yet"
+    return "results there: " + "; ".join(
+        f"{g['backend']} on {g['hardware']} ({g['candidates']} evaluated, {g['ok']} ok)"
+        for g in groups)
+
+
+def ms(t: float | None) -> str:
+    return "-" if t is None else f"{t:.4g}"
+
+
+def when(ts: float | None) -> str:
+    return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+_NOUNS = {"ops": "op", "candidates": "candidate", "results": "result", "ceilings": "ceiling",
+          "usage": "usage record", "runs": "run"}
+
+
+def _n(kind: str, n: int) -> str:
+    noun = _NOUNS.get(kind, kind)
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _counts(counts: dict) -> str:
+    parts = [_n(k, n) for k, n in counts.items() if k != "skipped" and n]
+    skipped = [_n(k, n) for k, n in counts.get("skipped", {}).items() if n]
+    text = "added " + (", ".join(parts) if parts else "nothing new")
+    if skipped:
+        text += "; skipped as already there: " + ", ".join(skipped)
+    return text
+
+
+@click.group("archive", short_help="Inspect, merge, export and import archives.")
+def command() -> None:
+    """The archive keeps every op, candidate and result of every search (an SQLite file,
+    .kevolve/archive.db by default). Results are keyed by hardware, so one archive can hold
+    a laptop's CPU results and an H200's: merge the archive a GPU machine wrote into yours,
+    or export and import JSON lines."""
+
+
+@command.command("info", short_help="Counts per op, backend and hardware.")
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.option("--check", is_flag=True, help="Also run SQLite's integrity check.")
+def info(db: str, as_json: bool, check: bool) -> None:
+    """What the archive holds: counts per table, and per op, backend and hardware the
+    candidates evaluated, how many passed, and the best time."""
+    from rich.table import Table
+
+    from ..agent.archive import ArchiveError
+
+    with open_archive(db) as a:
+        data = a.info()
+        data["size_bytes"] = Path(db).stat().st_size
+        if check:
+            data["integrity"] = a.check()
+    if as_json:
+        echo(json.dumps(data, indent=2))
+    else:
+        c = data["counts"]
+        echo(f"archive {db} (schema {data['schema_version']}, "
+             f"{data['size_bytes'] / 1e6:.2f} MB)")
+        if not any(c.values()):
+            echo("  empty: no ops, candidates or results yet")
+        else:
+            echo(f"  {_n('ops', c['ops'])}, {_n('candidates', c['candidates'])} "
+                 f"({data['unevaluated']} never evaluated), {_n('results', c['results'])}, "
+                 f"{c['usage']} LLM calls ({data['tokens']['input']} input / "
+                 f"{data['tokens']['output']} output tokens), {_n('runs', c['runs'])}")
+        if data["groups"]:
+            t = Table("op", "backend", "hardware", "evaluated", "ok", "failed", "best ms",
+                      "last", title=None)
+            for g in data["groups"]:
+                t.add_row(g["op"], g["backend"], g["hardware"], str(g["candidates"]),
+                          str(g["ok"]), str(g["failed"]), ms(g["best_ms"]), when(g["last"]))
+            console().print(t)
+        for hw, ceil in data["hardware"].items():
+            if ceil:
+                echo(f"  ceilings on {hw}: " + ", ".join(f"{k}={v}" for k, v in ceil.items()))
+        if check:
+            echo("  integrity check: " + "; ".join(data["integrity"]))
+    if check and data["integrity"] != ["ok"]:
+        raise ArchiveError(f"archive {db} failed SQLite's integrity check: "
+                           + "; ".join(data["integrity"][:5]))
+
+
+@command.command("merge", short_help="Import another archive (e.g. from a GPU machine).")
+@click.argument("other", metavar="OTHER.db")
+@db_option
+def merge(other: str, db: str) -> None:
+    """Import every op, candidate, result, ceiling, token record and run of OTHER.db into
+    the archive (created if missing), in one transaction. Ids are remapped; what is already
+    there is skipped, so merging twice adds nothing. OTHER.db is only read."""
+    with open_archive(db, create=True) as a:
+        counts = a.merge(other)
+    echo(f"merged {other} into {db}: {_counts(counts)}")
+
+
+@command.command("export", short_help="Write the archive as JSON lines.")
+@click.argument("out", metavar="OUT.jsonl")
+@click.option("--op", "op_ref", metavar="OP", help="Only this op's candidates and results.")
+@db_option
+def export(out: str, op_ref: str | None, db: str) -> None:
+    """Write the archive (or one op's part) to OUT.jsonl: a header line, then one
+    self-describing JSON object per op, candidate, result, ceiling, token record and run,
+    referring to each other by content hash. `kevolve archive import` reads it back."""
+    from ..agent.archive import ArchiveError
+
+    with open_archive(db) as a:
+        name = require_op(a, op_ref) if op_ref is not None else None
+        if name is None and not a.op_names():
+            raise ArchiveError(f"archive {db} is empty: nothing to export")
+        counts = a.export_jsonl(out, op_name=name)
+    parts = ", ".join(_n(k if k == "usage" else k + "s", n) for k, n in counts.items() if n)
+    echo(f"exported {parts} to {out}")
+
+
+@command.command("import", short_help="Read JSON lines written by `archive export`.")
+@click.argument("src", metavar="IN.jsonl")
+@db_option
+def import_(src: str, db: str) -> None:
+    """Add what IN.jsonl holds to the archive (created if missing), all or nothing; records
+    already there are skipped, so importing twice adds nothing."""
+    with open_archive(db, create=True) as a:
+        counts = a.import_jsonl(src)
+    echo(f"imported {src} into {db}: {_counts(counts)}")

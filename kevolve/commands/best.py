@@ -1,0 +1,52 @@
+"""`kevolve best OP --backend B`: the fastest archived schedule of an op, with its time."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ._common import OP_HELP, echo, op_argument
+from .archive import db_option, ms, open_archive, require_op, what_is_there, when
+
+
+@click.command("best", short_help="Print the best archived schedule of an op.",
+               help="Print the fastest schedule (trace JSON) the archive holds for OP on a "
+               "backend: the candidate whose latest result passed every check with the lowest "
+               f"median time, on any hardware unless --hardware is given. {OP_HELP}")
+@op_argument
+@click.option("--backend", "-b", required=True, metavar="NAME", help="Backend, e.g. cpu.")
+@click.option("--hardware", metavar="NAME", help="Only results on this hardware.")
+@db_option
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object: time, speedup, hardware, candidate and the trace.")
+def command(op_ref: str, backend: str, hardware: str | None, db: str, as_json: bool) -> None:
+    from ..agent.archive import ArchiveError
+
+    with open_archive(db) as a:
+        name = require_op(a, op_ref)
+        rec = a.best_record(name, backend, hardware)
+        if rec is None:
+            on = f" on hardware {hardware!r}" if hardware else ""
+            raise ArchiveError(f"no successful result for {name!r} on backend {backend!r}"
+                               f"{on} in archive {db}; {what_is_there(a, name)}")
+    r = rec["result"]
+    speedup = r.baseline_ms / r.time_ms if r.baseline_ms and r.time_ms else None
+    trace = json.loads(rec["trace_json"])
+    if as_json:
+        echo(json.dumps({
+            "op": rec["op"], "backend": rec["backend"], "hardware": rec["hardware"],
+            "candidate_id": rec["candidate_id"], "time_ms": r.time_ms,
+            "times_ms": list(r.times_ms), "baseline_ms": r.baseline_ms, "speedup": speedup,
+            "proposer": rec["proposer"], "generation": rec["generation"],
+            "parent_id": rec["parent_id"], "run_hash": rec["run_hash"],
+            "toolchain": rec["toolchain"], "shape": rec["shape"], "seeds": rec["seeds"],
+            "evaluated": rec["created"], "trace": trace}, indent=2))
+        return
+    vs = (f", torch eager {ms(r.baseline_ms)} ms, {speedup:.2f}x" if speedup else "")
+    echo(f"best {rec['op']} on {rec['backend']} (hardware {rec['hardware']}): "
+         f"{ms(r.time_ms)} ms{vs}")
+    echo(f"candidate {rec['candidate_id']} by {rec['proposer'] or '?'} "
+         f"(generation {rec['generation']}), evaluated {when(rec['created'])}"
+         + (f", shape {json.dumps(rec['shape'])}" if rec["shape"] else ""))
+    echo(json.dumps(trace, indent=2))
