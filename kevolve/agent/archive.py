@@ -105,6 +105,13 @@ def ir_hash(ir_text: str) -> str:
     return hashlib.sha256(ir_text.encode()).hexdigest()
 
 
+def name_of(ref: str) -> str:
+    """The archived name of an op reference: a library name as is, or the `name` part of a
+    spec reference `path/spec.py:name` (ops are archived under Op.name)."""
+    path, sep, name = ref.rpartition(":")
+    return name if sep and path.endswith(".py") else ref
+
+
 def canonical_trace(trace_json) -> tuple[str, str]:
     """(canonical JSON, hash) of a trace, so formatting and key order do not matter: the
     Trace's own canonical form and `Trace.hash`. Text that is not a valid Trace (a proposer's
@@ -512,7 +519,7 @@ class Archive:
 
     @staticmethod
     def _where(op_name: str, backend: str | None, hardware: str | None) -> tuple[str, tuple]:
-        clauses, args = ["o.name = ?"], [op_name]
+        clauses, args = ["o.name = ?"], [name_of(op_name)]
         if backend is not None:
             clauses.append("r.backend = ?")
             args.append(backend)
@@ -533,7 +540,8 @@ class Archive:
     def best_record(self, op_name: str, backend: str | None,
                     hardware: str | None = None) -> dict | None:
         """The fastest ok candidate (lowest median time_ms of its latest result) of every op
-        with this name, with everything known about it; None if there is none."""
+        with this name (or spec reference `path/spec.py:name`), with everything known about
+        it; None if there is none."""
         rows = [r for r in self._latest(*self._where(op_name, backend, hardware))
                 if r["verdict"] == "ok" and r["time_ms"] is not None]
         if not rows:

@@ -24,17 +24,11 @@ def open_archive(db: str, create: bool = False):
     return Archive(db, create=create)
 
 
-def op_name(ref: str) -> str:
-    """The archived name of OP: a library name, or the name part of `path/spec.py:name`."""
-    path, sep, name = ref.rpartition(":")
-    return name if sep and path.endswith(".py") else ref
-
-
 def require_op(archive, ref: str) -> str:
     """The op's name, or ArchiveError when the archive holds no op of that name."""
-    from ..agent.archive import ArchiveError
+    from ..agent.archive import ArchiveError, name_of
 
-    name = op_name(ref)
+    name = name_of(ref)
     names = archive.op_names()
     if name not in names:
         if not names:

@@ -178,6 +178,8 @@ def test_best_and_history_best_so_far(db):
         assert a.best("twice", "cpu", "h200").candidate_id == ids[1]
         assert a.best("twice", "triton") is None
         assert a.best("nosuch", "cpu") is None
+        assert a.best("specs/mine.py:twice", "cpu", "h200").candidate_id == ids[1]  # spec ref
+        assert len(a.history("specs/mine.py:twice", "cpu", "laptop")) == 7
         rec = a.best_record("twice", "cpu", "laptop")
         assert rec["hardware"] == "laptop" and rec["toolchain"] == TOOLCHAIN
 
