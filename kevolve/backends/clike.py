@@ -185,9 +185,10 @@ class ScalarBuilder:
         st = ctx.axes[f"__start_{a.name}"]
         if m.fused:
             f, which = m.fused
-            other = self.k.root.axis(next(o for o in self.loops[f].origin if o != a.name))
-            oe = self.ex(other.extent, ctx)
-            local = f"({self.var[f]} / ({oe}))" if which == 0 else f"({self.var[f]} % ({oe}))"
+            # f = outer * extent(inner) + inner
+            inner = self.k.root.axis(self.loops[f].origin[1])
+            ie = self.ex(inner.extent, ctx)
+            local = f"({self.var[f]} / ({ie}))" if which == 0 else f"({self.var[f]} % ({ie}))"
         else:
             local = self.outer_part(m)
             if block_var is not None:
@@ -279,6 +280,10 @@ class ScalarBuilder:
         if not self.positions(st) or st.strategy == "online":
             return True
         spatial_block = {m.axis.name for m in st.spatial if self.block_of(m)}
+        for a in r.axes:  # bounds that vary per spatial point: the reduce loop goes inside
+            for e in (a.start, a.extent):
+                if {x.axis.name for x in walk(e) if isinstance(x, AxisRef)} & spatial_block:
+                    return True
         for n in walk(r.body):
             if isinstance(n, Load) and n.index:
                 last = {x.axis.name for x in walk(n.index[-1]) if isinstance(x, AxisRef)}

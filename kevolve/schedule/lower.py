@@ -111,6 +111,7 @@ def _kernel(sched: Schedule, op: Op, rs: StageSched, steps_at: list[StageSched],
                            lp.unroll, lp.bind))
         pos += 1
     maps = {a.name: _axis_map(rs, root.axis(a.name), loops, dims, guards) for a in root.axes}
+    _check_loop_bounds(rs, root, loops)
     rank = pos
     pos_sizes = [lp.size for lp in loops if lp.role == "block"]
 
@@ -149,6 +150,27 @@ def _kernel(sched: Schedule, op: Op, rs: StageSched, steps_at: list[StageSched],
     return KernelPlan(f"k_{rs.name}", root, tuple(loops), tuple(steps), rank,
                       tuple(pos_sizes), sched.num_warps, sched.num_stages, sched.group_m,
                       tuple(guards))
+
+
+def _tile_axes(root, loops: list[PLoop]) -> set[str]:
+    return {n for lp in loops if lp.role == "block" for n in lp.origin}
+
+
+def _check_loop_bounds(rs: StageSched, root, loops: list[PLoop]) -> None:
+    """A loop over tiles needs one trip count per program: the bounds of a split axis may
+    not vary across another axis' tile (a triangle, a jagged segment inside a tile)."""
+    tiles = _tile_axes(root, loops)
+    for lp in loops:
+        if lp.role != "seq":
+            continue
+        ax = root.axis(lp.origin[0])
+        deps = {n.axis.name for e in (ax.start, ax.extent) for n in walk(e)
+                if isinstance(n, AxisRef)}
+        if deps & tiles:
+            raise MoveError(None, "semantics.split_varying", f"{rs.name}.{ax.name} is split "
+                            f"into a loop, but its bounds vary across tile axis "
+                            f"{sorted(deps & tiles)[0]!r}", f"keep {ax.name!r} whole, or bind "
+                            f"{sorted(deps & tiles)[0]!r} to the grid first")
 
 
 def _axis_map(st: StageSched, ax: Axis, loops: list[PLoop], dims, guards) -> AxisMap:
@@ -237,6 +259,14 @@ def _step(ss: StageSched, stage, bodies, spatial: dict[str, AxisMap], level, loo
             pls.append(PLoop(lp.name, lp.origin, "block", size, pos, lp.tail, lp.vector,
                              lp.unroll))
         strides = tuple(_prod(x.size for x in pls[k + 1:] if x.size) for k in range(len(pls)))
+        deps = {n.axis.name for e in (a.start, a.extent) for n in walk(e)
+                if isinstance(n, AxisRef)}
+        tiled = {name for name, m in spatial.items() if any(ln in blocks for ln in m.loops)}
+        if any(p.role == "seq" for p in pls) and deps & tiled:
+            raise MoveError(None, "semantics.split_varying", f"{ss.name}.{a.name} is split "
+                            f"into a loop, but its bounds vary across tile axis "
+                            f"{sorted(deps & tiled)[0]!r}", f"keep {a.name!r} whole, or "
+                            "bind that axis to the grid first")
         red_loops.extend(pls)
         blk = pls[-1]
         masked = not _exact(ss.name, a, blk.size, blk.tail == "guard", dims, guards) \

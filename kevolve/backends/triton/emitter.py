@@ -158,9 +158,10 @@ class KernelWriter:
         ext, st = ctx.axes[f"__ext_{a.name}"], ctx.axes[f"__start_{a.name}"]
         if m.fused:
             f, which = m.fused
-            other = self.k.root.axis(next(o for o in self._loop(f).origin if o != a.name))
-            oe = self.ex(other.extent, ctx)
-            local = f"({var[f]} // ({oe}))" if which == 0 else f"({var[f]} % ({oe}))"
+            # f = outer * extent(inner) + inner
+            inner = self.k.root.axis(self._loop(f).origin[1])
+            ie = self.ex(inner.extent, ctx)
+            local = f"({var[f]} // ({ie}))" if which == 0 else f"({var[f]} % ({ie}))"
         else:
             parts = [var[ln] if s == 1 else f"{var[ln]} * {s}" for ln, s in
                      zip(m.loops, m.strides)]
@@ -360,6 +361,11 @@ class KernelWriter:
             t = self.ex(i, ctx)
             terms.append(t if s == Const(1) else f"{t} * {self.ex(s, ctx)}")
         off = " + ".join(f"({t})" for t in terms) if terms else "0"
+        if self.k.rank and not any(self._loop(ln).role == "block" for mm in st.spatial
+                                   for ln in mm.loops):
+            # every output axis is on the grid but a reduction made the value a [1, ...]
+            # block: store through a matching block of one pointer
+            off = f"({off}) + tl.zeros({[1] * self.k.rank}, tl.int64)"
         mask = mask_of(ctx, [m.axis.name for m in st.spatial])
         m = f", mask={mask}" if mask else ""
         self.w(f"tl.store({ptr(out.name)} + {off}, ({val}).to({TL[out.dtype.name]}){m})")
