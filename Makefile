@@ -18,7 +18,7 @@ $(BIN)/kevolve: pyproject.toml Makefile
 setup: $(BIN)/kevolve
 
 demo: setup
-	$(BIN)/kevolve demo
+	$(BIN)/kevolve evolve softmax --backend cpu --budget 40
 
 test: setup
 	$(BIN)/ruff check kevolve tests benchmarks

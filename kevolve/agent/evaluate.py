@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..ir.interp import bind_dims, output_shapes
 from ..ir.nodes import Op
+from .types import EvalJob, Result
 
 # |got - ref| <= atol + rtol * |ref|, per output dtype. fp32 kernels must be accurate to
 # fp32 (a tf32 or bf16 shortcut fails); bf16/f16 outputs are judged at their precision.
@@ -135,3 +136,211 @@ def median(xs: list[float]) -> float:
 
 def dims_of(op: Op, host: dict[str, np.ndarray], params: dict[str, int]) -> dict[str, int]:
     return bind_dims(op, host, params)
+
+
+# -- one candidate, stage by stage ------------------------------------------------------
+
+
+class _Fail(Exception):
+    def __init__(self, stage: str, message: str, diagnostics: dict | None = None):
+        super().__init__(message)
+        self.stage, self.message, self.diagnostics = stage, message, diagnostics or {}
+
+
+def _trim(text: str, limit: int = 1500) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[: limit // 3] + "\n...\n" + text[-2 * limit // 3:]
+
+
+class Evaluator:
+    """Evaluates jobs inside one (worker) process, keeping what is expensive to redo: built
+    kernels (by source hash) and reference outputs (by op, shape and seed)."""
+
+    def __init__(self, timing_lock=None):
+        self.timing_lock = timing_lock
+        self._refs: dict = {}
+        self._kernels: dict = {}
+
+    def evaluate(self, job: EvalJob) -> Result:
+        t0 = time.perf_counter()
+        diag: dict = {}
+        try:
+            res = self._run(job, diag)
+        except _Fail as f:
+            diag.update(f.diagnostics)
+            res = Result(f.stage, message=_trim(f.message), diagnostics=diag)
+        return replace(res, seconds=time.perf_counter() - t0)
+
+    # -- stages ------------------------------------------------------------------------
+    def _kernel(self, op, trace, be, dims, diag):
+        from ..backends.cpu import CompileError
+        from ..schedule import MoveError, apply_trace, lower
+
+        try:
+            sched = apply_trace(op, trace)
+            plan = lower(sched, dims)
+            be.check(sched, plan)
+        except MoveError as e:
+            raise _Fail("legality", str(e), {"error": e.to_dict()}) from None
+        try:
+            src = be.render(plan)
+        except MoveError as e:
+            raise _Fail("legality", str(e), {"error": e.to_dict()}) from None
+        except Exception as e:
+            raise _Fail("render", f"{type(e).__name__}: {e}") from None
+        k = self._kernels.get(src.hash)
+        if k is None:
+            try:
+                k = be.build(src)
+            except (CompileError, Exception) as e:
+                raise _Fail("compile", f"{type(e).__name__}: {e}") from None
+            self._kernels[src.hash] = k
+        diag.update({f"compiler.{key}": v for key, v in k.diagnostics.items()
+                     if isinstance(v, (int, float, str))})
+        return src, k
+
+    def _call(self, k, ins, outs, params, sync):
+        try:
+            k(ins, outs, params)
+            sync()
+        except Exception as e:
+            stage = "compile" if "Compilation" in type(e).__name__ else "correctness"
+            raise _Fail(stage, f"{type(e).__name__}: {e}") from None
+
+    def _reference(self, opdef, op, case, key, gpu, ins):
+        if key in self._refs:
+            return self._refs[key]
+        if gpu:
+            import torch
+            t64 = {k: (v.double() if v.is_floating_point() else v) for k, v in ins.items()}
+            with torch.no_grad():
+                ref = {k: v.double().cpu().numpy() for k, v in
+                       opdef.torch_eager(t64, case.params).items()}
+        else:
+            from ..ir.interp import run
+            ref = run(op, case.inputs, case.params)
+        if len(self._refs) > 8:
+            self._refs.clear()
+        self._refs[key] = ref
+        return ref
+
+    def _check(self, opdef, op, trace, be, shape, seed, diag, lib, device, gpu, sync,
+               keep=False):
+        case = opdef.make(shape, np.random.default_rng(seed))
+        dims = bind_dims(op, case.inputs, case.params)
+        src, k = self._kernel(op, trace, be, dims, diag)
+        ins = inputs_for(op, case.inputs, lib, device)
+        before = {n: (v.clone() if lib == "torch" else v.copy()) for n, v in ins.items()}
+        outs = alloc_outputs(op, dims, lib, device)
+        self._call(k, ins, outs, case.params, sync)
+        key = (op.name, repr(sorted(shape.items())), seed)
+        ref = self._reference(opdef, op, case, key, gpu, ins)
+        chk = compare(op, {n: to_host(v) for n, v in outs.items()}, ref)
+        if not chk.ok:
+            raise _Fail("correctness", f"shape {shape}, seed {seed}: {chk.message}",
+                        {"max_error": chk.max_error})
+        changed = unchanged(before, ins)
+        if changed:
+            raise _Fail("correctness", f"shape {shape}, seed {seed}: the kernel modified "
+                        f"input {changed!r}")
+        diag["max_error"] = max(diag.get("max_error", 0.0), chk.max_error)
+        return (src, k, case, ins, outs, dims) if keep else None
+
+    def _run(self, job: EvalJob, diag: dict) -> Result:
+        from ..backends.registry import get as get_backend
+        from ..ir.spec import resolve_op
+        from ..ops import LIBRARY
+        from ..schedule import MoveError, Trace
+
+        if job.op not in LIBRARY:
+            resolve_op(job.op)  # a clear error for a bad spec path
+            raise _Fail("legality", f"{job.op} has no input generators; evolve needs a "
+                        "library op (or an OpDef registered in kevolve.ops)")
+        opdef = LIBRARY[job.op]
+        op = opdef.op_for(job.bench_shape)
+        try:
+            trace = Trace.from_json(job.trace_json)
+        except MoveError as e:
+            raise _Fail("legality", str(e), {"error": e.to_dict()}) from None
+        be = get_backend(job.backend, **job.backend_options)
+        gpu = be.caps.device != "cpu" and not job.backend_options.get("interpret")
+        lib = "torch" if be.tensor_lib == "torch" else "numpy"
+        device = "cuda" if gpu else "cpu"
+        if gpu:
+            import torch
+            sync = torch.cuda.synchronize
+        else:
+            def sync():
+                return None
+        if job.threads:
+            _set_threads(job.threads)
+        for shape in job.check_shapes:
+            for seed in job.seeds:
+                self._check(opdef, op, trace, be, shape, seed, diag, lib, device, gpu, sync)
+        bench_seed = job.seeds[0] if job.seeds else 0
+        src, k, case, ins, outs, dims = self._check(
+            opdef, op, trace, be, job.bench_shape, bench_seed, diag, lib, device, gpu, sync,
+            keep=True) if job.check_bench_shape else self._bench_setup(
+            opdef, op, trace, be, job.bench_shape, bench_seed, diag, lib, device)
+        if not job.time:
+            return Result("ok", max_error=diag.get("max_error"), diagnostics=diag,
+                          source_hash=src.hash)
+        from ..ir.roofline import floor
+
+        fl = floor(op, case.inputs, case.params)
+        diag.update(floor_bytes=fl.bytes, floor_flops=fl.flops)
+        lock = self.timing_lock
+        if lock is not None:
+            lock.acquire()
+        try:
+            try:
+                if gpu:
+                    times = [time_gpu(lambda: k(ins, outs, case.params))]
+                else:
+                    times = time_cpu(lambda: k(ins, outs, case.params), repeat=job.repeat)
+            except Exception as e:
+                raise _Fail("timing", f"{type(e).__name__}: {e}") from None
+            base = None
+            if job.baseline:
+                base = self._baseline(opdef, op, ins, case, gpu, job.repeat)
+        finally:
+            if lock is not None:
+                lock.release()
+        t = median(times)
+        diag["achieved_bytes_per_s"] = fl.bytes / (t * 1e-3) if t > 0 else None
+        return Result("ok", time_ms=t, times_ms=tuple(times), baseline_ms=base,
+                      max_error=diag.get("max_error"), diagnostics=diag, source_hash=src.hash)
+
+    def _bench_setup(self, opdef, op, trace, be, shape, seed, diag, lib, device):
+        case = opdef.make(shape, np.random.default_rng(seed))
+        dims = bind_dims(op, case.inputs, case.params)
+        src, k = self._kernel(op, trace, be, dims, diag)
+        return (src, k, case, inputs_for(op, case.inputs, lib, device),
+                alloc_outputs(op, dims, lib, device), dims)
+
+    def _baseline(self, opdef, op, ins, case, gpu, repeat):
+        import torch
+
+        tins = {b.name: ins[b.name] if not isinstance(ins[b.name], np.ndarray)
+                else torch.from_numpy(ins[b.name]) for b in op.inputs}
+        with torch.no_grad():
+            if gpu:
+                return time_gpu(lambda: opdef.torch_eager(tins, case.params))
+            return median(time_cpu(lambda: opdef.torch_eager(tins, case.params),
+                                   repeat=repeat))
+
+
+def _set_threads(n: int) -> None:
+    """Fix the thread count for kernels (OpenMP) and torch alike, so times compare."""
+    import os
+    os.environ["OMP_NUM_THREADS"] = str(n)
+    try:
+        import torch
+        torch.set_num_threads(n)
+    except ImportError:
+        pass
+
+
+def evaluate(job, timing_lock=None):
+    """Evaluate one job in this process (the worker calls this)."""
+    return Evaluator(timing_lock).evaluate(job)

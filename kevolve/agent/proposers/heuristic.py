@@ -1,0 +1,109 @@
+"""The offline default proposer: rule-guided mutations plus random exploration.
+
+Rules read the parent's diagnostics: spills or a failed compile shrink tiles; low achieved
+bandwidth widens them or adds rows per program; a looped softmax-style sum tries the online
+strategy; otherwise a random mutation or a crossover of two same-structure parents.
+Every proposal is lowered here first, so illegal ones never reach a worker."""
+
+from __future__ import annotations
+
+import random
+
+from ...ops import LIBRARY
+from ...schedule import MoveError, Trace, apply_trace, lower
+from ..types import Proposal, ProposalContext
+from . import mutations as mu
+
+
+class HeuristicProposer:
+    name = "heuristic"
+
+    def __init__(self, seed: int = 0, attempts: int = 40):
+        self.rng = random.Random(seed)
+        self.attempts = attempts
+        self.seen: set[str] = set()
+
+    def _legal(self, op, t: Trace, dims) -> bool:
+        try:
+            lower(apply_trace(op, t), dims)
+            return True
+        except (MoveError, NotImplementedError, KeyError, ValueError):
+            return False
+
+    def _rules(self, ctx: ProposalContext, parent) -> list[str]:
+        """Mutation names worth trying first for this parent, from its diagnostics."""
+        d = parent.result.diagnostics or {}
+        out = []
+        if d.get("compiler.spills") or parent.result.verdict in ("compile", "timeout", "oom"):
+            out.append("shrink")
+        bw = d.get("achieved_bytes_per_s")
+        ceiling = ctx.ceilings.get("copy_bytes_per_s")
+        if bw and ceiling and bw < 0.5 * ceiling:
+            out += ["grow", "rows"]
+        if '"strategy": "online"' not in parent.trace_json:
+            out.append("online")
+        return out
+
+    def _mutate(self, name: str, t: Trace, op, ctx: ProposalContext) -> Trace | None:
+        r, gpu = self.rng, ctx.gpu
+        if name in ("grow", "shrink"):
+            dec = dict(t.decisions)
+            if not dec:
+                return None
+            k = r.choice(sorted(dec))
+            v = dec[k] * 2 if name == "grow" else dec[k] // 2
+            if not 1 <= v <= mu.MAX_TILE:
+                return None
+            dec[k] = v
+            return mu.rebuild(t, mu.moves_of(t), dec)
+        return {
+            "scale": lambda: mu.scale_decision(t, r),
+            "warps": lambda: mu.scale_warps(t, r, gpu),
+            "stages": lambda: mu.change_stages(t, r, gpu),
+            "online": lambda: mu.toggle_online(t, r, op),
+            "reduce_split": lambda: mu.toggle_reduce_split(t, r, op),
+            "vectorize": lambda: mu.vectorize_inner(t, r, op, gpu),
+            "rows": lambda: mu.rows_per_program(t, r, op),
+        }[name]()
+
+    def propose(self, ctx: ProposalContext, n: int) -> list[Proposal]:
+        opdef = LIBRARY.get(ctx.op_name)
+        op = _variant_for(opdef, ctx) if opdef is not None else None
+        parents = list(ctx.parents) or ([ctx.best] if ctx.best else [])
+        if op is None or not parents:
+            return []
+        for p in parents:
+            self.seen.add(Trace.from_json(p.trace_json).to_json())
+        names = ["scale", "scale", "warps", "stages", "online", "reduce_split", "vectorize",
+                 "rows"]
+        out: list[Proposal] = []
+        for _ in range(self.attempts * max(1, n)):
+            if len(out) >= n:
+                break
+            parent = parents[0] if self.rng.random() < 0.5 else self.rng.choice(parents)
+            t = Trace.from_json(parent.trace_json)
+            rules = self._rules(ctx, parent)
+            if len(parents) > 1 and self.rng.random() < 0.15:
+                other = Trace.from_json(self.rng.choice(parents).trace_json)
+                child, why = mu.crossover(t, other, self.rng), "crossover"
+            else:
+                why = rules.pop(0) if rules and self.rng.random() < 0.6 else \
+                    self.rng.choice(names)
+                child = self._mutate(why, t, op, ctx)
+            if child is None:
+                continue
+            key = child.to_json()
+            if key in self.seen or not self._legal(op, child, ctx.bench_dims):
+                self.seen.add(key)
+                continue
+            self.seen.add(key)
+            out.append(Proposal(key, parent.candidate_id, self.name, why))
+        return out
+
+
+def _variant_for(opdef, ctx: ProposalContext):
+    """The dtype variant the search runs (its IR name matches; the trace names its op)."""
+    for v in [opdef.op, *opdef.variants.values()]:
+        if ctx.default_trace_json and Trace.from_json(ctx.default_trace_json).op == v.name:
+            return v
+    return opdef.op

@@ -1,0 +1,224 @@
+"""Schedule mutations: pure functions Trace -> Trace (or None when they do not apply).
+
+Structure lives in moves and numbers in `$` decisions, so most mutations touch only
+decisions; structural ones add or drop a move. Whether the result is legal is the
+caller's question (it lowers each candidate before proposing it)."""
+
+from __future__ import annotations
+
+import random
+
+from ...ir.nodes import Binary, Load, Op, Reduce, Unary, walk
+from ...schedule.trace import Move, Trace
+
+MAX_TILE = 1 << 14
+
+
+def moves_of(t: Trace) -> list[dict]:
+    return [m.to_dict() for m in t.moves]
+
+
+def rebuild(t: Trace, moves: list[dict], decisions: dict | None = None) -> Trace:
+    dec = dict(t.decisions) if decisions is None else decisions
+    return Trace(t.op, tuple(Move.of(m) for m in moves), tuple(sorted(dec.items())))
+
+
+def scale_decision(t: Trace, rng: random.Random) -> Trace | None:
+    """Halve or double one `$` number (tile sizes are powers of two)."""
+    dec = dict(t.decisions)
+    if not dec:
+        return None
+    k = rng.choice(sorted(dec))
+    v = dec[k] * 2 if rng.random() < 0.5 else dec[k] // 2
+    if not 1 <= v <= MAX_TILE or v == dec[k]:
+        return None
+    dec[k] = v
+    return rebuild(t, moves_of(t), dec)
+
+
+def _launch(moves: list[dict]) -> dict:
+    for m in moves:
+        if m["m"] == "launch":
+            return m
+    m = {"m": "launch"}
+    moves.append(m)
+    return m
+
+
+def scale_warps(t: Trace, rng: random.Random, gpu: bool) -> Trace | None:
+    if not gpu:
+        return None
+    moves = moves_of(t)
+    ln = _launch(moves)
+    w = ln.get("num_warps", 4)
+    w = w * 2 if rng.random() < 0.5 else w // 2
+    if not 1 <= w <= 32:
+        return None
+    ln["num_warps"] = w
+    return rebuild(t, moves)
+
+
+def change_stages(t: Trace, rng: random.Random, gpu: bool) -> Trace | None:
+    if not gpu:
+        return None
+    moves = moves_of(t)
+    ln = _launch(moves)
+    s = ln.get("num_stages", 1) + rng.choice((-1, 1))
+    if not 1 <= s <= 5:
+        return None
+    ln["num_stages"] = s
+    return rebuild(t, moves)
+
+
+def _stage_of(moves, stage):
+    return [m for m in moves if m.get("stage") == stage]
+
+
+def _computed_at(moves) -> dict[str, list]:
+    return {m["stage"]: m["at"] for m in moves if m["m"] == "compute_at"}
+
+
+def online_candidates(op: Op) -> list[str]:
+    """Sum stages of the form sum(exp(x - m)) with m a max stage: online-able."""
+    out = []
+    for s in op.stages:
+        b = s.body
+        if isinstance(b, Reduce) and b.op == "sum" and isinstance(b.body, Unary) \
+                and b.body.op == "exp" and isinstance(b.body.x, Binary) and \
+                b.body.x.op == "sub" and isinstance(b.body.x.b, Load):
+            out.append(s.name)
+    for s in op.stages:  # through an inlined pointwise stage (softmax's e)
+        b = s.body
+        if isinstance(b, Reduce) and b.op == "sum" and isinstance(b.body, Load):
+            try:
+                prod = op.stage(b.body.buffer.name)
+            except KeyError:
+                continue
+            pb = prod.body
+            if isinstance(pb, Unary) and pb.op == "exp" and s.name not in out:
+                out.append(s.name)
+    return out
+
+
+def toggle_online(t: Trace, rng: random.Random, op: Op) -> Trace | None:
+    cands = [s for s in online_candidates(op) if s in _computed_at(moves_of(t))]
+    if not cands:
+        return None
+    s = rng.choice(cands)
+    moves = moves_of(t)
+    have = [m for m in moves if m["m"] == "reduction" and m["stage"] == s]
+    if have:
+        moves = [m for m in moves if m not in have]
+    else:
+        moves.append({"m": "reduction", "stage": s, "strategy": "online"})
+    return rebuild(t, moves)
+
+
+def _split_of(moves, stage, axis):
+    return next((m for m in moves if m["m"] == "split" and m["stage"] == stage
+                 and m["axis"] == axis), None)
+
+
+def toggle_reduce_split(t: Trace, rng: random.Random, op: Op) -> Trace | None:
+    """Loop a reduction over chunks (or stop looping): single tile vs looped."""
+    moves = moves_of(t)
+    at = _computed_at(moves)
+    stages = [s for s in op.stages if s.reduce_axes and (s.name in at or s.name in op.outputs)]
+    if not stages:
+        return None
+    s = rng.choice(stages)
+    a = s.reduce_axes[0].name
+    dec = dict(t.decisions)
+    sp = _split_of(moves, s.name, a)
+    if sp is not None:
+        moves.remove(sp)
+        moves = [m for m in moves if not (m["m"] == "reduction" and m["stage"] == s.name
+                                          and m["strategy"] in ("looped",))]
+        return rebuild(t, moves, dec)
+    key = f"$R_{s.name}_{a}"
+    dec[key] = rng.choice((64, 128, 256, 512, 1024))
+    moves.append({"m": "split", "stage": s.name, "axis": a, "size": key})
+    return rebuild(t, moves, dec)
+
+
+def vectorize_inner(t: Trace, rng: random.Random, op: Op, gpu: bool) -> Trace | None:
+    """C backends: mark the root's innermost tile axis for SIMD with a width."""
+    if gpu:
+        return None
+    moves = moves_of(t)
+    root = op.stage(op.outputs[0])
+    axis = root.axes[-1].name
+    sp = _split_of(moves, root.name, axis)
+    name = sp.get("into", [f"{axis}o", f"{axis}i"])[1] if sp else axis
+    have = [m for m in moves if m["m"] == "vectorize" and m["stage"] == root.name]
+    if have:
+        moves = [m for m in moves if m not in have]
+    else:
+        w = rng.choice((4, 8, 16))
+        if sp is not None:
+            size = sp["size"] if isinstance(sp["size"], int) else dict(t.decisions).get(
+                sp["size"], 0)
+            if size and size % w:
+                return None
+        moves.append({"m": "vectorize", "stage": root.name, "axis": name, "width": w})
+    return rebuild(t, moves)
+
+
+def rows_per_program(t: Trace, rng: random.Random, op: Op) -> Trace | None:
+    """Several rows per program: split the first grid axis into (grid, tile) and move the
+    producers computed at it to the new grid axis."""
+    moves = moves_of(t)
+    root = op.stage(op.outputs[0])
+    binds = [m for m in moves if m["m"] == "bind" and m["stage"] == root.name
+             and m["to"] == "grid"]
+    if not binds:
+        return None
+    a = binds[-1]["axis"]
+    ax = next((x for x in root.axes if x.name == a), None)
+    if ax is None or ax.is_jagged or _split_of(moves, root.name, a):
+        return None
+    o, i = f"{a}o", f"{a}i"
+    dec = dict(t.decisions)
+    key = f"$ROWS_{a}"
+    dec[key] = rng.choice((2, 4, 8))
+    out = []
+    for m in moves:
+        if m is binds[-1]:
+            out.append({"m": "split", "stage": root.name, "axis": a, "size": key,
+                        "into": [o, i]})
+            out.append({"m": "bind", "stage": root.name, "axis": o, "to": "grid"})
+        elif m["m"] == "compute_at" and m["at"] == [root.name, a]:
+            out.append({**m, "at": [root.name, o]})
+        else:
+            out.append(m)
+    others = [x.name for x in root.axes if x.name != a]
+    names = [x["axis"] for x in out if x["m"] == "bind" and x["stage"] == root.name]
+    if others and any(n in names for n in others):
+        return None
+    return rebuild(t, out, dec)
+
+
+def crossover(a: Trace, b: Trace, rng: random.Random) -> Trace | None:
+    """Same structure, mixed numbers: each decision from one parent or the other."""
+    if a.moves != b.moves or a.decisions == b.decisions:
+        return None
+    da, db = dict(a.decisions), dict(b.decisions)
+    dec = {k: (da if rng.random() < 0.5 else db).get(k, da.get(k)) for k in da}
+    return rebuild(a, moves_of(a), dec)
+
+
+def features(t: Trace) -> tuple:
+    """MAP-Elites descriptor: reduction strategies, fusion degree, tile class, warps."""
+    moves = moves_of(t)
+    strat = tuple(sorted({m["strategy"] for m in moves if m["m"] == "reduction"}))
+    fusion = sum(m["m"] in ("inline", "compute_at") for m in moves)
+    sizes = [v for v in dict(t.decisions).values()] or [0]
+    tile = max(sizes).bit_length()
+    warps = next((m.get("num_warps", 0) for m in moves if m["m"] == "launch"), 0)
+    splits = sum(m["m"] == "split" for m in moves)
+    return strat, fusion, tile // 2, warps, splits
+
+
+__all__ = ["scale_decision", "scale_warps", "change_stages", "toggle_online",
+           "toggle_reduce_split", "vectorize_inner", "rows_per_program", "crossover",
+           "features", "walk"]

@@ -1,0 +1,351 @@
+"""The evolve loop: propose -> dedupe -> evaluate (in workers) -> archive -> repeat.
+
+The population is a MAP-Elites grid over schedule features (reduction strategy, fusion
+degree, tile class, warps, splits): each niche keeps its fastest correct trace, parents
+come from the global best and from random elites. Every candidate and result goes to the
+SQLite archive as it happens, so a killed search resumes with nothing lost but what was
+in flight. Candidates whose generated code is identical to one already measured on this
+hardware (moves that commute or change nothing) reuse that result instead of running."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
+
+from ..ir.printer import op_text
+from ..schedule import MoveError, Trace, apply_trace, default_trace, lower
+from .types import EvalJob, ProposalContext, Result, Scored
+
+DEFAULT_DB = os.path.join(".kevolve", "archive.db")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    op: str
+    backend: str
+    budget: int = 64  # candidates evaluated (this run; with resume: in total)
+    minutes: float | None = None
+    proposer: str = "heuristic"
+    proposer_options: dict = field(default_factory=dict)
+    workers: int = 1
+    executor: str = "local"
+    address: str | None = None  # ray cluster
+    db: str = DEFAULT_DB
+    resume: bool = False
+    seed: int = 0
+    shape: str | None = None  # preset (default: cpu on CPU backends, gpu on GPU ones)
+    shape_overrides: dict = field(default_factory=dict)
+    threads: int | None = None
+    timeout_s: float = 300.0
+    mem_limit_mb: float = 8192.0
+    backend_options: dict = field(default_factory=dict)
+    top_k: int = 4  # a candidate faster than the k-th best is verified at the bench shape
+    repeat: int = 15
+
+
+@dataclass
+class Summary:
+    op: str
+    backend: str
+    hardware: str
+    evaluated: int = 0
+    failed: int = 0
+    failures: Counter = field(default_factory=Counter)
+    reused: int = 0  # identical generated code: result reused, not re-run
+    best: Scored | None = None
+    baseline_ms: float | None = None
+    default_ms: float | None = None
+    best_so_far: list = field(default_factory=list)  # (index, best time) per evaluation
+    seconds: float = 0.0
+
+    @property
+    def speedup(self) -> float | None:
+        if self.best and self.best.result.time_ms and self.baseline_ms:
+            return self.baseline_ms / self.best.result.time_ms
+        return None
+
+    def to_json(self) -> dict:
+        b = self.best
+        return {"op": self.op, "backend": self.backend, "hardware": self.hardware,
+                "evaluated": self.evaluated, "failed": self.failed,
+                "failures": dict(self.failures), "reused": self.reused,
+                "best_time_ms": b.result.time_ms if b else None,
+                "baseline_ms": self.baseline_ms, "default_ms": self.default_ms,
+                "speedup": self.speedup,
+                "best_trace": json.loads(b.trace_json) if b else None,
+                "best_candidate": b.candidate_id if b else None,
+                "best_so_far": self.best_so_far, "seconds": self.seconds}
+
+
+class Population:
+    """MAP-Elites: the fastest correct trace per feature niche."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+        self.elites: dict[tuple, Scored] = {}
+        self.all_ok: list[Scored] = []
+
+    def add(self, s: Scored) -> None:
+        if not s.result.ok or s.result.time_ms is None:
+            return
+        from .proposers.mutations import features
+        self.all_ok.append(s)
+        key = features(Trace.from_json(s.trace_json))
+        cur = self.elites.get(key)
+        if cur is None or s.result.time_ms < cur.result.time_ms:
+            self.elites[key] = s
+
+    @property
+    def best(self) -> Scored | None:
+        return min(self.elites.values(), key=lambda s: s.result.time_ms, default=None)
+
+    def kth_time(self, k: int) -> float:
+        ts = sorted(s.result.time_ms for s in self.all_ok)
+        return ts[k - 1] if len(ts) >= k else float("inf")
+
+    def parents(self, n: int) -> tuple[Scored, ...]:
+        elites = sorted(self.elites.values(), key=lambda s: s.result.time_ms)
+        if not elites:
+            return ()
+        out = [elites[0]]
+        while len(out) < n + 1 and len(out) < len(elites) + 1:
+            out.append(self.rng.choice(elites))
+        return tuple(out)
+
+
+def run_hash(source_hash: str, backend: str, toolchain: dict, hardware: str) -> str:
+    key = json.dumps([source_hash, backend, toolchain, hardware], sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+class Search:
+    def __init__(self, cfg: SearchConfig, on_event=None):
+        from ..backends.registry import get as get_backend
+        from ..ops import LIBRARY
+        from .hardware import hardware_name, toolchain
+
+        self.cfg, self.on_event = cfg, on_event or (lambda *a: None)
+        if cfg.op not in LIBRARY:
+            raise KeyError(f"evolve needs a library op with input generators; "
+                           f"{cfg.op!r} is not one (see `kevolve ops`)")
+        self.opdef = LIBRARY[cfg.op]
+        self.backend = get_backend(cfg.backend, **cfg.backend_options)
+        self.gpu = self.backend.caps.device != "cpu" and \
+            not cfg.backend_options.get("interpret")
+        preset = cfg.shape or ("gpu" if self.gpu else "cpu")
+        self.bench_shape = {**self.opdef.shape(preset), **cfg.shape_overrides}
+        self.op = self.opdef.op_for(self.bench_shape)
+        self.bench_dims = self.opdef.dims(self.bench_shape)
+        small = {**self.opdef.shape("small")}
+        if "dtype" in self.bench_shape:
+            small["dtype"] = self.bench_shape["dtype"]
+        self.check_shapes = (small,) + tuple(
+            {**e, **({"dtype": self.bench_shape["dtype"]} if "dtype" in self.bench_shape
+                     else {})} for e in self.opdef.edge_shapes)
+        self.threads = cfg.threads or (None if self.gpu else os.cpu_count())
+        self.hardware = hardware_name(self.gpu, self.threads)
+        self.toolchain = toolchain(cfg.backend)
+        self.rng = random.Random(cfg.seed)
+
+    # -- pieces ------------------------------------------------------------------------
+    def job(self, trace_json: str, cand: int | None, baseline: bool, verify: bool,
+            time_it: bool = True) -> EvalJob:
+        opts = dict(self.cfg.backend_options)
+        if self.cfg.backend == "cpu" and self.threads:
+            opts.setdefault("threads", self.threads)
+        return EvalJob(self.cfg.op, self.cfg.backend, trace_json, self.bench_shape,
+                       () if verify else self.check_shapes, (0, 1, 2), opts,
+                       check_bench_shape=verify, time=time_it, repeat=self.cfg.repeat,
+                       threads=self.threads, baseline=baseline, candidate_id=cand)
+
+    def render_hash(self, trace: Trace) -> tuple[str | None, Result | None]:
+        """Lower and render in this process (cheap): the run hash, or the failure."""
+        try:
+            sched = apply_trace(self.op, trace)
+            plan = lower(sched, self.bench_dims)
+            self.backend.check(sched, plan)
+            src = self.backend.render(plan)
+        except MoveError as e:
+            return None, Result("legality", message=str(e), diagnostics={"error": e.to_dict()})
+        except Exception as e:
+            return None, Result("render", message=f"{type(e).__name__}: {e}"[:1500])
+        return run_hash(src.hash, self.cfg.backend, self.toolchain, self.hardware), None
+
+    def executor(self):
+        env = {}
+        if self.cfg.backend_options.get("interpret"):
+            env["TRITON_INTERPRET"] = "1"
+        if self.cfg.executor == "ray":
+            from .executors import RayExecutor
+            return RayExecutor(address=self.cfg.address, gpu=self.gpu,
+                               timeout_s=self.cfg.timeout_s, env=env)
+        from .worker import WorkerPool
+        return WorkerPool(self.cfg.workers, self.cfg.timeout_s, self.cfg.mem_limit_mb, env)
+
+    # -- the loop ----------------------------------------------------------------------
+    def run(self) -> Summary:
+        from .archive import Archive
+        from .hardware import measure_ceilings
+        from .proposers import make as make_proposer
+
+        cfg = self.cfg
+        t0 = time.time()
+        os.makedirs(os.path.dirname(os.path.abspath(cfg.db)), exist_ok=True)
+        arch = Archive(cfg.db)
+        summ = Summary(cfg.op, cfg.backend, self.hardware)
+        pool = pop = None
+        try:
+            op_id = arch.op_id(self.op)
+            ceilings = arch.ceilings(self.hardware)
+            if not ceilings:
+                ceilings = measure_ceilings(self.gpu, self.threads)
+                for k, v in ceilings.items():
+                    arch.set_ceiling(self.hardware, k, v)
+            pop = Population(self.rng)
+            done = arch.evaluated(op_id, cfg.backend, self.hardware)
+            for s in arch.scored(op_id, cfg.backend, self.hardware):
+                pop.add(s)
+                if s.result.baseline_ms:
+                    summ.baseline_ms = s.result.baseline_ms
+            prior = len(done)
+            target = cfg.budget if cfg.resume else prior + cfg.budget
+            if cfg.resume:
+                summ.evaluated = prior
+            proposer = make_proposer(cfg.proposer, **{"seed": cfg.seed,
+                                                      **cfg.proposer_options})
+            default = default_trace(self.op, self.bench_dims).to_json()
+            seeds = [(default, "default", None)]
+            for hw in arch.hardware_names():
+                if hw != self.hardware:
+                    b = arch.best(cfg.op, cfg.backend, hw)
+                    if b is not None:
+                        seeds.append((b.trace_json, f"seed:{hw}", None))
+            pool = self.executor()
+            self.on_event("start", {"target": target, "prior": prior,
+                                    "hardware": self.hardware})
+            generation = 0
+            stall = 0
+            while len(done) < target:
+                if cfg.minutes is not None and time.time() - t0 > cfg.minutes * 60:
+                    break
+                n = max(1, min(cfg.workers, target - len(done)))
+                if seeds:
+                    props = [(tj, why, None) for tj, why, _ in seeds[:n]]
+                    seeds = seeds[n:]
+                    pname = "seed"
+                else:
+                    ctx = ProposalContext(
+                        cfg.op, op_text(self.op), cfg.backend, asdict(self.backend.caps),
+                        default, pop.parents(3), pop.best, len(done), self.rng.randrange(1 << 30),
+                        self.bench_dims, self.gpu, ceilings)
+                    got = proposer.propose(ctx, n)
+                    props = [(p.trace_json, p.note, p.parent_id) for p in got]
+                    pname = proposer.name
+                    if getattr(proposer, "fell_back", None):
+                        pname = f"{proposer.name}->heuristic"
+                if not props:
+                    stall += 1
+                    if stall > 3:
+                        self.on_event("stalled", {})
+                        break
+                    continue
+                generation += 1
+                jobs = []
+                for tj, why, parent in props:
+                    r = self._admit(arch, op_id, tj, why, parent, pname, generation, done,
+                                    summ, pop, not summ.baseline_ms)
+                    if r is not None:
+                        jobs.append(r)
+                    if len(done) + len(jobs) >= target:
+                        break
+                stall = 0 if jobs or props else stall + 1
+                hashes = {j.candidate_id: h for j, h in jobs}
+                for job, res in pool.map([j for j, _ in jobs]):
+                    rh = hashes[job.candidate_id]
+                    res = self._verify(pool, job, res, pop)
+                    self._record(arch, op_id, job.candidate_id, job.trace_json, res, rh,
+                                 done, summ, pop)
+        finally:
+            if pool is not None:
+                pool.close()
+            summ.best = pop.best if pop is not None else None
+            summ.seconds = time.time() - t0
+            arch.close()
+        return summ
+
+    def _admit(self, arch, op_id, trace_json, note, parent, proposer, generation, done,
+               summ, pop, want_baseline):
+        """Record a candidate; return (job, run_hash) when it must be evaluated."""
+        try:
+            tj = Trace.from_json(trace_json).to_json()
+        except MoveError as e:  # proposers validate; count it rather than crash
+            summ.failures["legality"] += 1
+            self.on_event("rejected", {"message": str(e)})
+            return None
+        cand, _ = arch.add_candidate(op_id, tj, parent, proposer, generation, note)
+        if cand in done:
+            return None
+        rh, fail = self.render_hash(Trace.from_json(tj))
+        if fail is not None:
+            self._record(arch, op_id, cand, tj, fail, None, done, summ, pop)
+            return None
+        prev = arch.find_run(op_id, self.cfg.backend, self.hardware, rh)
+        if prev is not None:
+            summ.reused += 1
+            arch.add_result(cand, self.hardware, self.cfg.backend, self.toolchain,
+                            replace(prev, message=(prev.message + " [reused: identical "
+                                                   "generated code]").strip()),
+                            rh, self.bench_shape, [0, 1, 2])
+            done.add(cand)
+            self.on_event("reused", {"candidate": cand})
+            return None
+        job = self.job(tj, cand, baseline=want_baseline and proposer == "seed", verify=False)
+        return job, rh
+
+    def _verify(self, pool, job: EvalJob, res: Result, pop: Population) -> Result:
+        """A candidate that would enter the top of the population is re-checked at the
+        full benchmark shape before it counts."""
+        if not res.ok or res.time_ms is None or res.time_ms >= pop.kth_time(self.cfg.top_k):
+            return res
+        vjob = replace(job, check_shapes=(), check_bench_shape=True, time=False,
+                       baseline=False)
+        for _, vres in pool.map([vjob]):
+            if not vres.ok:
+                return replace(vres, message=f"benchmark-shape check: {vres.message}",
+                               diagnostics={**res.diagnostics, **vres.diagnostics})
+            d = dict(res.diagnostics)
+            d["verified_bench_shape"] = True
+            d["max_error_bench"] = vres.max_error
+            return replace(res, diagnostics=d)
+        return res
+
+    def _record(self, arch, op_id, cand, trace_json, res: Result, rh, done, summ, pop):
+        arch.add_result(cand, self.hardware, self.cfg.backend, self.toolchain, res, rh,
+                        self.bench_shape, [0, 1, 2])
+        done.add(cand)
+        summ.evaluated += 1
+        if not res.ok:
+            summ.failed += 1
+            summ.failures[res.verdict] += 1
+        if res.baseline_ms:
+            summ.baseline_ms = res.baseline_ms
+        s = Scored(trace_json, res, cand)
+        if summ.default_ms is None and res.ok and \
+                trace_json == default_trace(self.op, self.bench_dims).to_json():
+            summ.default_ms = res.time_ms
+        pop.add(s)
+        b = pop.best
+        summ.best_so_far.append((summ.evaluated, b.result.time_ms if b else None))
+        self.on_event("result", {"candidate": cand, "result": res, "best": b,
+                                 "evaluated": summ.evaluated, "failed": summ.failed,
+                                 "failures": dict(summ.failures),
+                                 "baseline_ms": summ.baseline_ms})
+
+
+def evolve(cfg: SearchConfig, on_event=None) -> Summary:
+    return Search(cfg, on_event).run()

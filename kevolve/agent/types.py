@@ -1,0 +1,114 @@
+"""The evolve loop's data: what is evaluated, what comes back, and the interfaces that
+proposers and executors implement. Plain frozen data, JSON-able, so jobs cross process
+(and Ray) boundaries and results go into the archive unchanged."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+# Verdicts: "ok", or the stage that failed, cheapest first.
+STAGES = ("legality", "render", "compile", "correctness", "timing")
+FAILURES = STAGES + ("crash", "timeout", "oom")
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    """Everything a worker needs to evaluate one candidate, by value."""
+
+    op: str  # library name or `path/to/spec.py:name`
+    backend: str
+    trace_json: str
+    bench_shape: dict  # the shape dict timing runs at (a preset's dict, overrides applied)
+    check_shapes: tuple[dict, ...] = ()  # small and edge shapes checked before timing
+    seeds: tuple[int, ...] = (0, 1, 2)  # one fresh input draw per trial
+    backend_options: dict = field(default_factory=dict)
+    check_bench_shape: bool = True  # full correctness at the bench shape too
+    time: bool = True
+    repeat: int = 15  # CPU timed repeats
+    threads: int | None = None  # CPU threads (kernel and torch baseline alike)
+    baseline: bool = False  # also time torch eager in the same process
+    candidate_id: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Result:
+    verdict: str  # "ok" or a member of FAILURES
+    time_ms: float | None = None  # median
+    times_ms: tuple[float, ...] = ()
+    baseline_ms: float | None = None  # torch eager, same process
+    max_error: float | None = None
+    message: str = ""  # the failure, trimmed (compiler error, mismatch location, ...)
+    diagnostics: dict = field(default_factory=dict)  # regs, spills, bytes/s, % roofline...
+    source_hash: str | None = None  # what ran: rendered source + backend + toolchain
+    seconds: float = 0.0  # wall time of the evaluation
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "ok"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["times_ms"] = list(self.times_ms)
+        return d
+
+    @staticmethod
+    def from_dict(d: dict) -> Result:
+        d = dict(d)
+        d["times_ms"] = tuple(d.get("times_ms") or ())
+        return Result(**d)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A trace with its evaluation, as proposers see the population."""
+
+    trace_json: str
+    result: Result
+    candidate_id: int | None = None
+    parent_id: int | None = None
+    proposer: str = ""
+
+
+@dataclass(frozen=True)
+class ProposalContext:
+    op_name: str
+    op_text: str  # kevolve.ir.printer.op_text
+    backend: str
+    caps: dict  # the backend's Caps as a dict
+    default_trace_json: str
+    parents: tuple[Scored, ...]  # chosen by the search (best and diverse)
+    best: Scored | None
+    history_size: int
+    seed: int
+    bench_dims: dict = field(default_factory=dict)  # the shape class timing runs at
+    gpu: bool = False
+    ceilings: dict = field(default_factory=dict)  # measured copy bytes/s, matmul FLOP/s
+    similar: tuple[Scored, ...] = ()  # best traces of similar ops (a growing skill library)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    trace_json: str
+    parent_id: int | None
+    proposer: str
+    note: str = ""  # why (the rule that fired, the LLM's reason)
+
+
+class Proposer(Protocol):
+    name: str
+
+    def propose(self, ctx: ProposalContext, n: int) -> list[Proposal]:
+        """Up to n new traces. Must not raise for bad model output: record and fall back."""
+        ...
+
+
+class Executor(Protocol):
+    def map(self, jobs: list[EvalJob]):
+        """Evaluate jobs; yield (job, Result) as each finishes (any order)."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,108 @@
+"""`kevolve evolve OP --backend B`: search schedules, keep everything in the archive."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ._common import OP_HELP, console, echo, op_argument
+from ._shapes import backend_option, parse
+
+
+@click.command("evolve", short_help="Search schedules for an op on a backend.",
+               help=f"Evolve schedules for OP: propose, check against the reference, time, "
+               f"and keep every candidate and result in the archive. {OP_HELP}")
+@op_argument
+@backend_option
+@click.option("--budget", type=int, default=64, show_default=True,
+              help="Candidates to evaluate (with --resume: in total).")
+@click.option("--minutes", type=float, default=None, help="Wall-time budget.")
+@click.option("--proposer", type=click.Choice(["heuristic", "claude", "replay"]),
+              default="heuristic", show_default=True)
+@click.option("--traces", type=click.Path(exists=True, dir_okay=False),
+              help="Trace file for --proposer replay.")
+@click.option("--model", default=None, help="Model for --proposer claude.")
+@click.option("--workers", type=int, default=1, show_default=True)
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
+              show_default=True)
+@click.option("--address", default=None, help="Ray cluster address (--executor ray).")
+@click.option("--db", default=None, help="Archive path (default .kevolve/archive.db).")
+@click.option("--resume", is_flag=True, help="Continue the search in the archive.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--shape", "shape_args", multiple=True, metavar="PRESET|NAME=VAL")
+@click.option("--threads", type=int, default=None, help="CPU threads (kernel and torch).")
+@click.option("--timeout", type=float, default=300.0, show_default=True,
+              help="Seconds per candidate before its worker is killed.")
+@click.option("--interpret", is_flag=True, help="Triton: use Triton's interpreter.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Progress to stderr, one JSON object to stdout.")
+def command(op_ref, backend_name, budget, minutes, proposer, traces, model, workers,
+            executor, address, db, resume, seed, shape_args, threads, timeout, interpret,
+            as_json) -> None:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..agent.search import DEFAULT_DB, SearchConfig, evolve
+
+    preset, over = parse(shape_args, None)
+    popts = {}
+    if proposer == "replay":
+        if not traces:
+            raise click.UsageError("--proposer replay needs --traces FILE")
+        popts["path"] = traces
+    if proposer == "claude" and model:
+        popts["model"] = model
+    cfg = SearchConfig(op_ref, backend_name, budget=budget, minutes=minutes,
+                       proposer=proposer, proposer_options=popts, workers=workers,
+                       executor=executor, address=address, db=db or DEFAULT_DB,
+                       resume=resume, seed=seed, shape=preset, shape_overrides=over,
+                       threads=threads, timeout_s=timeout,
+                       backend_options={"interpret": True} if interpret else {})
+    con = Console(stderr=True) if as_json else console()
+    prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                    MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
+                    TimeElapsedColumn(), console=con, transient=False)
+    task = None
+
+    def on_event(kind, data):
+        nonlocal task
+        if kind == "start":
+            task = prog.add_task(f"evolve {op_ref} on {backend_name}", total=budget,
+                                 completed=min(data["prior"], budget) if resume else 0,
+                                 status=data["hardware"])
+        elif kind in ("result", "reused") and task is not None:
+            if kind == "result":
+                prog.advance(task)
+                b, base = data["best"], data["baseline_ms"]
+                best = b.result.time_ms if b else None
+                fails = ", ".join(f"{k} {v}" for k, v in sorted(data["failures"].items()))
+                status = f"best {best:.4g} ms" if best else "best -"
+                if best and base:
+                    status += f" ({base / best:.2f}x eager)"
+                status += f" | failed {data['failed']}" + (f" ({fails})" if fails else "")
+                prog.update(task, status=status)
+
+    with prog:
+        summ = evolve(cfg, on_event)
+    res = summ.to_json()
+    if as_json:
+        sys.stdout.write(json.dumps(res) + "\n")
+        return
+    from rich.table import Table
+
+    t = Table(title=f"kevolve evolve {summ.op} --backend {summ.backend}")
+    for col in ("hardware", "evaluated", "failed", "reused", "torch eager ms",
+                "default ms", "best ms", "speedup vs eager"):
+        t.add_column(col)
+
+    def f(x):
+        return "-" if x is None else f"{x:.4g}"
+    t.add_row(summ.hardware, str(summ.evaluated), str(summ.failed), str(summ.reused),
+              f(summ.baseline_ms), f(summ.default_ms), f(res["best_time_ms"]),
+              f(summ.speedup))
+    console().print(t)
+    if summ.best is not None:
+        echo("best schedule:")
+        echo(json.dumps(json.loads(summ.best.trace_json), indent=1))
