@@ -151,6 +151,7 @@ class Search:
         self.hardware = hardware_name(self.gpu, self.threads)
         self.toolchain = toolchain(cfg.backend)
         self.rng = random.Random(cfg.seed)
+        self.default_json = default_trace(self.op, self.bench_dims).to_json()
 
     # -- pieces ------------------------------------------------------------------------
     def job(self, trace_json: str, cand: int | None, baseline: bool, verify: bool,
@@ -208,17 +209,19 @@ class Search:
                     arch.set_ceiling(self.hardware, k, v)
             pop = Population(self.rng)
             done = arch.evaluated(op_id, cfg.backend, self.hardware)
+            default = self.default_json
             for s in arch.scored(op_id, cfg.backend, self.hardware):
                 pop.add(s)
                 if s.result.baseline_ms:
                     summ.baseline_ms = s.result.baseline_ms
+                if s.trace_json == default and s.result.ok:
+                    summ.default_ms = s.result.time_ms
             prior = len(done)
             target = cfg.budget if cfg.resume else prior + cfg.budget
             if cfg.resume:
                 summ.evaluated = prior
             proposer = make_proposer(cfg.proposer, **{"seed": cfg.seed,
                                                       **cfg.proposer_options})
-            default = default_trace(self.op, self.bench_dims).to_json()
             seeds = [(default, "default", None)]
             for hw in arch.hardware_names():
                 if hw != self.hardware:
@@ -335,8 +338,7 @@ class Search:
         if res.baseline_ms:
             summ.baseline_ms = res.baseline_ms
         s = Scored(trace_json, res, cand)
-        if summ.default_ms is None and res.ok and \
-                trace_json == default_trace(self.op, self.bench_dims).to_json():
+        if summ.default_ms is None and res.ok and trace_json == self.default_json:
             summ.default_ms = res.time_ms
         pop.add(s)
         b = pop.best

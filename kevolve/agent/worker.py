@@ -83,7 +83,10 @@ class WorkerPool:
         self.ctx = mp.get_context("spawn")
         self.lock = self.ctx.Lock()
         self.n, self.timeout_s, self.mem_limit_mb = max(1, workers), timeout_s, mem_limit_mb
-        self.env = dict(env or {})
+        # Kernels (system libgomp) and torch (its own OpenMP) time in one process: spinning
+        # idle threads of one runtime starve the other on small machines, so idle threads
+        # sleep. Set before either runtime loads (workers are spawned fresh).
+        self.env = {"OMP_WAIT_POLICY": "PASSIVE", **(env or {})}
         self.poll_s = poll_s
         self.held = self.ctx.Array("b", self.n)
         self.slots: list[_Slot] = [self._start(i) for i in range(self.n)]

@@ -27,6 +27,9 @@ from ._shapes import backend_option, load_trace, resolve, schedule_option, shape
 @click.option("--interpret", is_flag=True, help="Triton: run in Triton's interpreter (CPU).")
 def command(op_ref, backend_name, schedule_path, shape_args, as_json, threads, repeat, seed,
             interpret) -> None:
+    # Before torch or a kernel loads an OpenMP runtime: idle threads sleep instead of
+    # spinning, so the two runtimes timed side by side do not starve each other.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from ..api import backend, build, lower
     from ..ir.interp import bind_dims
 
