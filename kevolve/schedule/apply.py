@@ -97,7 +97,8 @@ def apply(s: Schedule, d: dict, i: int) -> Schedule:
     if m == "launch":
         return replace(s, num_warps=d.get("num_warps", s.num_warps),
                        num_stages=d.get("num_stages", s.num_stages),
-                       group_m=d.get("group_m", s.group_m))
+                       group_m=d.get("group_m", s.group_m),
+                       dot_precision=d.get("dot_precision", s.dot_precision))
     st = _stage(s, d["stage"], i)
     op = s.op
     if m not in ("inline", "compute_at") and st.placement == "inline":

@@ -63,6 +63,7 @@ class KernelPlan:
     num_stages: int | None = None
     group_m: int | None = None
     guards: tuple[tuple[Expr, str], ...] = ()  # (condition over dims, message)
+    dot_precision: str | None = None  # f32 matrix-unit products: ieee | tf32x3
 
     @property
     def grid(self) -> tuple[PLoop, ...]:

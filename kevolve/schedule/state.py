@@ -51,6 +51,7 @@ class Schedule:
     num_warps: int | None = None
     num_stages: int | None = None
     group_m: int | None = None
+    dot_precision: str | None = None
 
     def stage(self, name: str) -> StageSched:
         for s in self.stages:

@@ -64,6 +64,7 @@ class HeuristicProposer:
             "reduce_split": lambda: mu.toggle_reduce_split(t, r, op),
             "vectorize": lambda: mu.vectorize_inner(t, r, op, gpu),
             "rows": lambda: mu.rows_per_program(t, r, op),
+            "precision": lambda: mu.toggle_precision(t, r, gpu, op),
         }[name]()
 
     def propose(self, ctx: ProposalContext, n: int) -> list[Proposal]:
@@ -75,7 +76,7 @@ class HeuristicProposer:
         for p in parents:
             self.seen.add(Trace.from_json(p.trace_json).to_json())
         names = ["scale", "scale", "warps", "stages", "online", "reduce_split", "vectorize",
-                 "rows"]
+                 "rows", "precision"]
         out: list[Proposal] = []
         for _ in range(self.attempts * max(1, n)):
             if len(out) >= n:

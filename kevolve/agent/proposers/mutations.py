@@ -70,6 +70,17 @@ def change_stages(t: Trace, rng: random.Random, gpu: bool) -> Trace | None:
     return rebuild(t, moves)
 
 
+def toggle_precision(t: Trace, rng: random.Random, gpu: bool, op: Op) -> Trace | None:
+    """f32 products on tensor cores (tf32x3) or in f32 (ieee); only for f32 contractions."""
+    if not gpu or not any(isinstance(n, Reduce) and n.op == "sum" and isinstance(
+            n.body, Binary) and n.body.op == "mul" for s in op.stages for n in walk(s.body)):
+        return None
+    moves = moves_of(t)
+    ln = _launch(moves)
+    ln["dot_precision"] = "ieee" if ln.get("dot_precision") == "tf32x3" else "tf32x3"
+    return rebuild(t, moves)
+
+
 def _stage_of(moves, stage):
     return [m for m in moves if m.get("stage") == stage]
 
@@ -219,6 +230,6 @@ def features(t: Trace) -> tuple:
     return strat, fusion, tile // 2, warps, splits
 
 
-__all__ = ["scale_decision", "scale_warps", "change_stages", "toggle_online",
+__all__ = ["scale_decision", "scale_warps", "change_stages", "toggle_online", "toggle_precision",
            "toggle_reduce_split", "vectorize_inner", "rows_per_program", "crossover",
            "features", "walk"]

@@ -334,7 +334,7 @@ class KernelWriter:
         self.w(f"{ta} = {self.ex(a, ka, RAW)}")
         self.w(f"{tb} = {self.ex(b, kb, RAW)}")
         f32 = a.buffer.dtype == dt.f32 or b.buffer.dtype == dt.f32
-        prec = ', input_precision="ieee"' if f32 else ""
+        prec = f', input_precision="{self.k.dot_precision or "ieee"}"' if f32 else ""
         if a.buffer.dtype != b.buffer.dtype or self.dot_f32:
             self.w(f"{ta} = {ta}.to(tl.float32)")
             self.w(f"{tb} = {tb}.to(tl.float32)")
