@@ -160,6 +160,7 @@ class Evaluator:
         self.timing_lock = timing_lock
         self._refs: dict = {}
         self._kernels: dict = {}
+        self._cases: dict = {}  # (op, shape, seed, lib, device) -> (case, inputs)
 
     def evaluate(self, job: EvalJob) -> Result:
         t0 = time.perf_counter()
@@ -224,12 +225,22 @@ class Evaluator:
         self._refs[key] = ref
         return ref
 
+    def _case(self, opdef, op, shape, seed, lib, device):
+        """Inputs for (shape, seed): drawn once per worker and reused by later candidates
+        (gpu-sized tables take seconds to draw); dropped if a kernel modifies them."""
+        key = (op.name, repr(sorted(shape.items())), seed, lib, device)
+        if key not in self._cases:
+            if len(self._cases) >= 3:
+                self._cases.pop(next(iter(self._cases)))
+            case = opdef.make(shape, np.random.default_rng(seed))
+            self._cases[key] = (case, inputs_for(op, case.inputs, lib, device))
+        return key, self._cases[key]
+
     def _check(self, opdef, op, trace, be, shape, seed, diag, lib, device, gpu, sync,
                keep=False):
-        case = opdef.make(shape, np.random.default_rng(seed))
+        ckey, (case, ins) = self._case(opdef, op, shape, seed, lib, device)
         dims = bind_dims(op, case.inputs, case.params)
         src, k = self._kernel(op, trace, be, dims, diag)
-        ins = inputs_for(op, case.inputs, lib, device)
         before = {n: (v.clone() if lib == "torch" else v.copy()) for n, v in ins.items()}
         outs = alloc_outputs(op, dims, lib, device)
         self._call(k, ins, outs, case.params, sync)
@@ -241,6 +252,7 @@ class Evaluator:
                         {"max_error": chk.max_error})
         changed = unchanged(before, ins)
         if changed:
+            self._cases.pop(ckey, None)
             raise _Fail("correctness", f"shape {shape}, seed {seed}: the kernel modified "
                         f"input {changed!r}")
         diag["max_error"] = max(diag.get("max_error", 0.0), chk.max_error)
@@ -312,11 +324,10 @@ class Evaluator:
                       max_error=diag.get("max_error"), diagnostics=diag, source_hash=src.hash)
 
     def _bench_setup(self, opdef, op, trace, be, shape, seed, diag, lib, device):
-        case = opdef.make(shape, np.random.default_rng(seed))
+        _, (case, ins) = self._case(opdef, op, shape, seed, lib, device)
         dims = bind_dims(op, case.inputs, case.params)
         src, k = self._kernel(op, trace, be, dims, diag)
-        return (src, k, case, inputs_for(op, case.inputs, lib, device),
-                alloc_outputs(op, dims, lib, device), dims)
+        return src, k, case, ins, alloc_outputs(op, dims, lib, device), dims
 
     def _baseline(self, opdef, op, ins, case, gpu, repeat):
         import torch

@@ -8,5 +8,7 @@ turns it into a one-paragraph message and exit code 2 (`kevolve --debug` shows t
 traceback). Command modules are imported only when their command is looked up.
 """
 
-COMMANDS: tuple[str, ...] = ("ops", "show", "demo", "lower", "run", "backends", "evolve",
-                             "best", "history", "archive")
+COMMANDS: tuple[str, ...] = (
+    "ops", "show", "demo", "lower", "run", "backends", "evolve", "best", "history",
+    "archive", "export", "replay", "bench",
+)

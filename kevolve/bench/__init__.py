@@ -1,0 +1,1 @@
+"""Benchmarks: suites, the side-by-side runner, and the HTML report."""

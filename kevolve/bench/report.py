@@ -1,0 +1,111 @@
+"""The benchmark report: results.json rendered as one self-contained HTML page (tables and
+matplotlib charts embedded as PNG data URIs: no external assets)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _charts(res: dict) -> list[tuple[str, str]]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = res["rows"]
+    ops = [r["op"] for r in rows]
+    charts = []
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    w = 0.38
+    xs = range(len(ops))
+    ax.bar([x - w / 2 for x in xs], [r.get("speedup_eager") or 0 for r in rows], w,
+           label="vs torch eager")
+    ax.bar([x + w / 2 for x in xs], [r.get("speedup_compile") or 0 for r in rows], w,
+           label="vs torch.compile")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(list(xs), ops, rotation=30, ha="right")
+    ax.set_ylabel("speedup (x)")
+    ax.legend()
+    charts.append(("Speedup of kevolve's best schedule", _png(fig)))
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    for k, (key, lab) in enumerate((("eager_pct_floor", "torch eager"),
+                                    ("compile_pct_floor", "torch.compile"),
+                                    ("pct_floor", "kevolve"))):
+        ax.bar([x + (k - 1) * 0.27 for x in xs], [r.get(key) or 0 for r in rows], 0.27,
+               label=lab)
+    ax.set_xticks(list(xs), ops, rotation=30, ha="right")
+    ax.set_ylabel("% of roofline floor")
+    ax.set_ylim(0, 110)
+    ax.legend()
+    charts.append(("Time as % of the roofline floor (higher is better)", _png(fig)))
+    plt.close(fig)
+    hist = {k: v for k, v in res.get("history", {}).items() if any(x for x in v)}
+    if hist:
+        fig, ax = plt.subplots(figsize=(9, 3.2))
+        for op, series in hist.items():
+            first = next(x for x in series if x)
+            ax.plot(range(1, len(series) + 1), [first / x if x else None for x in series],
+                    label=op)
+        ax.set_xlabel("candidates evaluated")
+        ax.set_ylabel("best so far (speedup over first)")
+        ax.legend(fontsize=7)
+        charts.append(("Search: best-so-far against candidates", _png(fig)))
+        plt.close(fig)
+    return charts
+
+
+def _f(x, p=3) -> str:
+    return "-" if x is None else f"{x:.{p}g}" if isinstance(x, float) else html.escape(str(x))
+
+
+def render_html(res: dict) -> str:
+    cols = [("op", "op"), ("floor ms", "floor_ms"), ("eager ms", "eager_ms"),
+            ("compile ms", "compile_ms"), ("kevolve ms", "kevolve_ms"),
+            ("x eager", "speedup_eager"), ("x compile", "speedup_compile"),
+            ("% floor", "pct_floor"), ("spread", "kevolve_spread"),
+            ("searched", "searched"), ("verdict", "kevolve_verdict")]
+    extra = sorted({k[:-3] for r in res["rows"] for k in r if k.endswith("_ms")} -
+                   {"floor", "eager", "compile", "kevolve"})
+    cols += [(f"{b} ms", f"{b}_ms") for b in extra]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c, _ in cols)
+    body = "".join("<tr>" + "".join(f"<td>{_f(r.get(k))}</td>" for _, k in cols) + "</tr>"
+                   for r in res["rows"])
+    try:
+        charts = "".join(f"<h2>{html.escape(t)}</h2><img src='{src}'/>"
+                         for t, src in _charts(res))
+    except ImportError:
+        charts = "<p>(matplotlib is not installed: no charts)</p>"
+    c = res.get("ceilings", {})
+    return f"""<!doctype html><html><head><meta charset="utf-8">
+<title>kevolve bench: {html.escape(res['suite'])}</title>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}
+</style></head><body>
+<h1>kevolve bench --suite {html.escape(res['suite'])} --backend {html.escape(res['backend'])}</h1>
+<p>{html.escape(res['hardware'])}, {html.escape(res.get('date', ''))}. Ceilings measured in
+the same run: copy {_f(c.get('copy_bytes_per_s', 0) / 1e9)} GB/s, matmul
+{_f(c.get('matmul_flops', 0) / 1e12)} TFLOP/s. Times are medians after warm-up; each was
+taken twice and "spread" is their relative difference. Geomean speedup over torch.compile:
+{_f(res.get('geomean_speedup_compile'))}; over eager: {_f(res.get('geomean_speedup_eager'))}.
+Toolchain: {html.escape(json.dumps(res.get('toolchain', {})))}</p>
+<table><tr>{head}</tr>{body}</table>{charts}</body></html>"""
+
+
+def write(res: dict, out_dir: str | Path) -> tuple[Path, Path]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rj = out / "results.json"
+    rj.write_text(json.dumps(res, indent=1))
+    rh = out / "report.html"
+    rh.write_text(render_html(res))
+    return rj, rh

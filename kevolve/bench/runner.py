@@ -1,0 +1,164 @@
+"""Side by side in one process: torch eager, torch.compile and kevolve's best schedule (and
+optionally other backends' defaults), each checked first, each a median after warm-up,
+each timed twice so the report can show the run-to-run spread, against the roofline
+floor from measured ceilings."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+
+import numpy as np
+
+from ..agent import evaluate as ev
+from .suites import PRESET, SUITES
+
+
+def _timer(gpu: bool, repeat: int):
+    if gpu:
+        return lambda fn: ev.time_gpu(fn)
+    return lambda fn: ev.median(ev.time_cpu(fn, repeat=repeat))
+
+
+def _twice(timer, fn) -> tuple[float, float]:
+    a = timer(fn)
+    b = timer(fn)
+    return min(a, b), abs(a - b) / max(min(a, b), 1e-12)
+
+
+def best_trace(arch, name: str, backend: str, hardware: str) -> tuple[str | None, int | None]:
+    b = arch.best(name, backend, hardware) if arch is not None else None
+    return (b.trace_json, b.candidate_id) if b is not None else (None, None)
+
+
+def bench_op(name: str, suite: str, backend: str, gpu: bool, trace_json: str | None,
+             ceilings: dict, compile_: bool, also: tuple[str, ...], repeat: int,
+             seed: int = 0) -> dict:
+    import torch
+
+    import kevolve
+
+    from ..ir.interp import bind_dims, run
+    from ..ir.roofline import floor
+    from ..ops import get
+    from ..schedule import default_trace
+
+    d = get(name)
+    sd = d.shape(PRESET[suite])
+    op = d.op_for(sd)
+    device = "cuda" if gpu else "cpu"
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
+    timer = _timer(gpu, repeat)
+    case = d.make(sd, np.random.default_rng(seed))
+    dims = bind_dims(op, case.inputs, case.params)
+    fl = floor(op, case.inputs, case.params)
+    floor_ms = fl.time_s(ceilings["copy_bytes_per_s"], ceilings["matmul_flops"]) * 1e3
+    row = {"op": name, "shape": sd, "floor_ms": floor_ms, "floor_bytes": fl.bytes,
+           "floor_flops": fl.flops, "trace": json.loads(trace_json) if trace_json else None,
+           "trace_source": "archive" if trace_json else "default"}
+    tins = ev.inputs_for(op, case.inputs, "torch", device)
+    if gpu:
+        t64 = {k: (v.double() if v.is_floating_point() else v) for k, v in tins.items()}
+        ref = {k: v.double().cpu().numpy() for k, v in d.torch_eager(t64, case.params).items()}
+        del t64
+    else:
+        ref = run(op, case.inputs, case.params)
+
+    def eager():
+        return d.torch_eager(tins, case.params)
+    with torch.no_grad():
+        row["eager_ms"], row["eager_spread"] = _twice(timer, eager)
+        if compile_:
+            try:
+                fn = torch.compile(lambda t: d.torch_eager(t, case.params))
+                t0 = time.time()
+                fn(tins)
+                sync()
+                row["compile_s"] = time.time() - t0
+                row["compile_ms"], row["compile_spread"] = _twice(timer, lambda: fn(tins))
+            except Exception as e:  # a baseline that fails is reported, not fatal
+                row["compile_error"] = f"{type(e).__name__}: {e}"[:500]
+    for be_name, tj in [(backend, trace_json)] + [(b, None) for b in also]:
+        key = "kevolve" if be_name == backend else be_name
+        try:
+            be = kevolve.backend(be_name)
+            trace = tj or default_trace(op, dims).to_json()
+            k = kevolve.build(kevolve.lower(op, trace, be, dims), be)
+            lib = "torch" if be.tensor_lib == "torch" else "numpy"
+            ins = ev.inputs_for(op, case.inputs, lib, device)
+            outs = ev.alloc_outputs(op, dims, lib, device)
+            k(ins, outs, case.params)
+            sync()
+            chk = ev.compare(op, {n: ev.to_host(v) for n, v in outs.items()}, ref)
+            row[f"{key}_verdict"] = "ok" if chk.ok else "wrong"
+            row[f"{key}_max_error"] = chk.max_error
+            if not chk.ok:
+                row[f"{key}_message"] = chk.message
+                continue
+            row[f"{key}_ms"], row[f"{key}_spread"] = _twice(
+                timer, lambda k=k, ins=ins, outs=outs: k(ins, outs, case.params))
+        except Exception as e:
+            row[f"{key}_verdict"] = "error"
+            row[f"{key}_message"] = f"{type(e).__name__}: {e}"[:800]
+            traceback.print_exc()
+    k_ms = row.get("kevolve_ms")
+    if k_ms:
+        row["pct_floor"] = 100 * floor_ms / k_ms
+        row["speedup_eager"] = row["eager_ms"] / k_ms
+        if row.get("compile_ms"):
+            row["speedup_compile"] = row["compile_ms"] / k_ms
+        row["achieved_bytes_per_s"] = fl.bytes / (k_ms * 1e-3)
+    for key in ("eager", "compile"):
+        if row.get(f"{key}_ms"):
+            row[f"{key}_pct_floor"] = 100 * floor_ms / row[f"{key}_ms"]
+    return row
+
+
+def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_archive: bool,
+              workers: int, threads: int | None, compile_: bool = True,
+              also: tuple[str, ...] = (), ops: tuple[str, ...] = (), repeat: int = 20,
+              on_op=None) -> dict:
+    from .. import api
+    from ..agent.archive import Archive
+    from ..agent.hardware import hardware_name, measure_ceilings, toolchain
+    from ..agent.search import DEFAULT_DB, SearchConfig, evolve
+
+    be = api.backend(backend)
+    gpu = be.caps.device != "cpu"
+    if not gpu and threads:
+        import torch
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+    hw = hardware_name(gpu, threads)
+    ceilings = measure_ceilings(gpu, threads)
+    db = db or DEFAULT_DB
+    names = ops or SUITES[suite]
+    out = {"suite": suite, "backend": backend, "hardware": hw, "ceilings": ceilings,
+           "toolchain": toolchain(backend), "rows": [], "history": {},
+           "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    for name in names:
+        if not from_archive and budget > 0:
+            opts = {"threads": threads} if backend == "cpu" and threads else {}
+            evolve(SearchConfig(name, backend, budget=budget, workers=workers, db=db,
+                                shape=PRESET[suite], threads=threads, backend_options=opts))
+        arch = Archive(db) if os.path.exists(db) else None
+        try:
+            tj, cand = best_trace(arch, name, backend, hw)
+            hist = arch.history(name, backend, hw) if arch is not None else []
+        finally:
+            if arch is not None:
+                arch.close()
+        out["history"][name] = [h["best_ms"] for h in hist]
+        row = bench_op(name, suite, backend, gpu, tj, ceilings, compile_, also, repeat)
+        row["candidate"] = cand
+        row["searched"] = len(hist)
+        out["rows"].append(row)
+        if on_op:
+            on_op(row)
+    sp = [r["speedup_compile"] for r in out["rows"] if r.get("speedup_compile")]
+    out["geomean_speedup_compile"] = float(np.exp(np.mean(np.log(sp)))) if sp else None
+    se = [r["speedup_eager"] for r in out["rows"] if r.get("speedup_eager")]
+    out["geomean_speedup_eager"] = float(np.exp(np.mean(np.log(se)))) if se else None
+    return out

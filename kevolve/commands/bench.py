@@ -1,0 +1,70 @@
+"""`kevolve bench --suite ranking --backend triton`: kevolve beside torch, with a report."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ._common import console, echo
+
+
+@click.command("bench", short_help="Benchmark a suite beside torch eager and torch.compile.")
+@click.option("--suite", type=click.Choice(["ranking", "cpu"]), default="ranking",
+              show_default=True)
+@click.option("--backend", "-b", "backend_name", default=None,
+              help="Default: triton for ranking, cpu for cpu.")
+@click.option("--budget", type=int, default=64, show_default=True,
+              help="Candidates to evolve per op before timing (unless --from-archive).")
+@click.option("--from-archive", is_flag=True, help="Time the archive's best; no search.")
+@click.option("--out", "out_dir", default="bench-out", show_default=True)
+@click.option("--db", default=None, help="Archive path (default .kevolve/archive.db).")
+@click.option("--workers", type=int, default=1, show_default=True)
+@click.option("--threads", type=int, default=None)
+@click.option("--ops", default="", help="Comma-separated subset of the suite.")
+@click.option("--also", default="", help="Other backends to time with default schedules.")
+@click.option("--no-compile", is_flag=True, help="Skip torch.compile.")
+@click.option("--report-from", type=click.Path(exists=True, dir_okay=False),
+              help="Only write report.html from an existing results.json.")
+def command(suite, backend_name, budget, from_archive, out_dir, db, workers, threads, ops,
+            also, no_compile, report_from) -> None:
+    import os
+
+    from ..bench import report
+
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see kevolve run
+    if report_from:
+        res = json.loads(open(report_from).read())
+        _, rh = report.write(res, out_dir)
+        echo(f"wrote {rh}")
+        return
+    from ..bench.runner import run_suite
+
+    backend_name = backend_name or ("triton" if suite == "ranking" else "cpu")
+    res = run_suite(suite, backend_name, db=db, budget=budget, from_archive=from_archive,
+                    workers=workers, threads=threads, compile_=not no_compile,
+                    also=tuple(a for a in also.split(",") if a),
+                    ops=tuple(o for o in ops.split(",") if o),
+                    on_op=lambda r: echo(json.dumps({k: r.get(k) for k in (
+                        "op", "kevolve_verdict", "eager_ms", "compile_ms", "kevolve_ms",
+                        "pct_floor")})))
+    rj, rh = report.write(res, out_dir)
+    from rich.table import Table
+
+    t = Table(title=f"kevolve bench --suite {suite} --backend {backend_name} "
+              f"({res['hardware']})")
+    cols = ("op", "eager ms", "compile ms", "kevolve ms", "x eager", "x compile", "% floor",
+            "verdict")
+    for c in cols:
+        t.add_column(c)
+
+    def f(x):
+        return "-" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
+    for r in res["rows"]:
+        t.add_row(r["op"], f(r.get("eager_ms")), f(r.get("compile_ms")),
+                  f(r.get("kevolve_ms")), f(r.get("speedup_eager")),
+                  f(r.get("speedup_compile")), f(r.get("pct_floor")),
+                  r.get("kevolve_verdict", "-"))
+    console().print(t)
+    echo(f"geomean x compile {f(res.get('geomean_speedup_compile'))}, x eager "
+         f"{f(res.get('geomean_speedup_eager'))}; wrote {rj} and {rh}")
