@@ -35,12 +35,14 @@ from ._shapes import backend_option, parse
 @click.option("--threads", type=int, default=None, help="CPU threads (kernel and torch).")
 @click.option("--timeout", type=float, default=300.0, show_default=True,
               help="Seconds per candidate before its worker is killed.")
+@click.option("--mem-limit", type=float, default=16384, show_default=True,
+              help="MB of resident memory per worker before it is killed (oom).")
 @click.option("--interpret", is_flag=True, help="Triton: use Triton's interpreter.")
 @click.option("--json", "as_json", is_flag=True,
               help="Progress to stderr, one JSON object to stdout.")
 def command(op_ref, backend_name, budget, minutes, proposer, traces, model, workers,
-            executor, address, db, resume, seed, shape_args, threads, timeout, interpret,
-            as_json) -> None:
+            executor, address, db, resume, seed, shape_args, threads, timeout, mem_limit,
+            interpret, as_json) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -58,7 +60,7 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
                        proposer=proposer, proposer_options=popts, workers=workers,
                        executor=executor, address=address, db=db or DEFAULT_DB,
                        resume=resume, seed=seed, shape=preset, shape_overrides=over,
-                       threads=threads, timeout_s=timeout,
+                       threads=threads, timeout_s=timeout, mem_limit_mb=mem_limit,
                        backend_options={"interpret": True} if interpret else {})
     con = Console(stderr=True) if as_json else console()
     prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
