@@ -86,12 +86,17 @@ def evaluate_job(job: dict) -> dict:
     return evaluate(EvalJob(**job), timing_lock=NodeTimingLock()).to_dict()
 
 
-def describe_node(backend: str, gpu: bool, threads: int | None = None) -> dict:
-    """What a result measured on a worker node should be labelled with."""
-    from .hardware import hardware_name, toolchain
+def describe_node(backend: str, gpu: bool, threads: int | None = None,
+                  ceilings: bool = False) -> dict:
+    """What a result measured on a worker node should be labelled with (and, on request,
+    the node's measured ceilings)."""
+    from .hardware import hardware_name, measure_ceilings, toolchain
 
-    return {"hardware": hardware_name(gpu, threads), "toolchain": toolchain(backend),
-            "cpu_count": os.cpu_count()}
+    out = {"hardware": hardware_name(gpu, threads), "toolchain": toolchain(backend),
+           "cpu_count": os.cpu_count()}
+    if ceilings:
+        out["ceilings"] = measure_ceilings(gpu, threads)
+    return out
 
 
 class RayExecutor:
@@ -141,15 +146,19 @@ class RayExecutor:
             self._cap = (max(1, int(n)), now)
         return self._cap[0]
 
-    def describe(self, backend: str, threads: int | None = None) -> dict:
-        """Hardware name and toolchain as a worker node sees them (run there as a task)."""
+    def describe(self, backend: str, threads: int | None = None,
+                 ceilings: bool = False) -> dict:
+        """Hardware name and toolchain (and with ceilings=True the measured copy bandwidth
+        and matmul rate) as a worker node sees them: run there as a task, so a driver
+        without a GPU labels GPU results correctly."""
         opts: dict = {"num_cpus": 0, "max_retries": 0}
         if self.gpu:
             opts["num_gpus"] = 1
         if self.env:
             opts["runtime_env"] = {"env_vars": self.env}
         f = self.ray.remote(describe_node).options(**opts)
-        return self.ray.get(f.remote(backend, self.gpu, threads), timeout=self.timeout_s)
+        return self.ray.get(f.remote(backend, self.gpu, threads, ceilings),
+                            timeout=self.timeout_s)
 
     # -- evaluation ------------------------------------------------------------------
     def map(self, jobs):

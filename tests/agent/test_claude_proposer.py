@@ -324,3 +324,58 @@ def test_hardware_notes_ship_for_every_backend():
         lines = notes(b).strip().splitlines()
         assert 10 <= len(lines) <= 21, (b, len(lines))
     assert notes("no-such/../backend") == ""
+
+
+def test_similar_ops_come_from_the_archive_most_alike_first(tmp_path):
+    from kevolve.agent.archive import Archive
+    from kevolve.agent.proposers.claude import similar_ops
+
+    with Archive(tmp_path / "a.db") as a:
+        for name in ("log_softmax", "jagged_softmax", "swish_add", "gemm"):
+            d = LIBRARY[name]
+            cid, _ = a.add_candidate(a.op_id(d.op), default_trace(d.op, d.dims("small")))
+            a.add_result(cid, "hw", "cpu", {}, Result("ok", time_ms=1.0), None,
+                         d.shape("small"), [0])
+        got = similar_ops(a, SOFTMAX.op, "cpu", k=2)
+        assert [Trace.from_json(s.trace_json).op for s in got] == ["jagged_softmax",
+                                                                   "log_softmax"]
+        assert similar_ops(a, SOFTMAX.op, "triton") == ()
+
+
+def test_usage_goes_to_a_real_archive(tmp_path):
+    from kevolve.agent.archive import Archive
+
+    with Archive(tmp_path / "a.db") as a:
+        p = proposer(FakeAPI(text_answer("no"), tool_answer({"traces": GOOD}, n=2)), archive=a)
+        assert len(p.propose(_ctx(), 2)) == 2
+        assert a.usage_totals() == {("claude", "claude-sonnet-4-6"): {
+            "calls": 2, "input_tokens": 240, "output_tokens": 160}}
+
+
+def test_evolve_with_claude_on_the_fake_transport(tmp_path):
+    """The search end to end: Claude's valid answer becomes a candidate labelled `claude`;
+    when every answer is bad the candidates say `claude->heuristic`, and why, in the
+    archive; the search finishes its budget either way."""
+    import sqlite3
+
+    from kevolve.agent.search import SearchConfig, evolve
+
+    bad = {"traces": [{"moves": "__global__ void k() {}"}]}
+    api = FakeAPI(tool_answer({"traces": GOOD[:1]}, n=1),
+                  *[tool_answer(bad, n=k) for k in range(2, 40)])
+    cfg = SearchConfig("softmax", "cpu", budget=4, shape="small", db=str(tmp_path / "a.db"),
+                       threads=1, repeat=3, timeout_s=120, proposer="claude",
+                       proposer_options={"client": api.client(), "max_retries": 1})
+    s = evolve(cfg)
+    assert s.evaluated == 4 and s.best is not None
+    with sqlite3.connect(tmp_path / "a.db") as c:
+        rows = c.execute("select proposer, note, trace_json from candidates order by id").fetchall()
+    by = {}
+    for proposer_name, note, tj in rows:
+        by.setdefault(proposer_name, []).append((note, tj))
+    assert by["seed"] and len(by["claude"]) == 1
+    assert json.loads(by["claude"][0][1])["moves"] == GOOD[0]["moves"]
+    assert by["claude"][0][0] == "tile the row for SIMD"
+    assert by["claude->heuristic"] and all("claude fell back to heuristic" in n and
+                                           "schema.moves" in n for n, _ in by["claude->heuristic"])
+    assert not any("__global__" in tj for _, _, tj in rows)
