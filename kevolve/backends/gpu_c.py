@@ -1,0 +1,772 @@
+"""The GPU half of the C-like family: CUDA and HIP kernels from one emitter.
+
+A program of the plan (one grid point) is one thread block: the grid loops are decoded
+from a flattened `blockIdx.x`. Inside a program every step spreads its points (the block
+positions it spans, innermost fastest) over the block's threads:
+
+- a step without reductions, or with at least as many points as threads, gives each thread
+  whole points (`flat = tid + it * T`); a thread reduces its own points sequentially;
+- a step with fewer points than threads splits each point's reduction over `R = T / S`
+  lanes: each lane strides the innermost reduce block, then the lanes combine with
+  `__shfl_xor` butterflies inside a wavefront and shared memory across wavefronts. The
+  lanes of a point are the fast thread index when the reduction runs along contiguous
+  memory (a softmax row), the slow one otherwise (a jagged column sum: threads along d).
+
+Values of steps computed at the root live in shared memory when they are arrays over block
+positions (another thread may read them) and in registers when they are scalars (every
+thread of the block holds the combined value). `__syncthreads()` follows every step that
+writes shared memory and closes every sequential loop.
+
+Contractions (`dot` steps) whose kernel is the contraction plus an optional pointwise
+epilogue take a tiled path: operand tiles staged in shared memory, a per-thread register
+micro-tile (or WMMA tensor-core fragments for bf16/f16 operands on CUDA), and the epilogue
+evaluated at the store. Every other shape of plan takes the generic path above.
+
+A language is data (`GpuLang`): index names, shuffle, barrier, the wavefront, types."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..ir import dtypes as dt
+from ..ir.nodes import AxisRef, Cast, Const, Load, Reduce, op_dims, walk
+from ..schedule.errors import MoveError
+from ..schedule.plan import KernelPlan, Plan, Step
+from .clike import Assign, CLang, Comment, Decl, For, ScalarBuilder, c_float
+from .pyexpr import Ctx, PyLang, emit
+from .tilewriter import grid_count, levels, reduces_in
+
+# -- statements beyond clike's ------------------------------------------------------------
+
+
+@dataclass
+class Line:
+    text: str  # one raw statement, e.g. a barrier
+
+
+@dataclass
+class If:
+    cond: str
+    body: list
+
+
+@dataclass
+class Scope:
+    body: list
+
+
+@dataclass
+class Range:
+    """for (v = start; v < stop; v += step): a loop strided over threads or lanes."""
+
+    var: str
+    start: str
+    stop: str
+    step: str
+    body: list
+    unroll: int | str | None = None
+
+
+# -- languages ----------------------------------------------------------------------------
+
+
+def _gpu_expr() -> PyLang:
+    u = {"exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "rsqrtf({})",
+         "sigmoid": "(1.0f / (1.0f + expf(-({}))))", "erf": "erff({})", "abs": "fabsf({})",
+         "tanh": "tanhf({})", "not": "(!({}))"}
+    ops = {"add": "+", "sub": "-", "mul": "*", "mod": "%", "lt": "<", "le": "<=", "gt": ">",
+           "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||", "pow": "**"}
+    casts = {"f32": "((float)({}))", "f64": "((double)({}))", "i32": "((int32_t)({}))",
+             "i64": "((int64_t)({}))", "bool": "((int)({}))", "bf16": "kv_round_bf16({})",
+             "f16": "kv_round_f16({})"}
+
+    def load(p: str, off: str, mask, ld: Load) -> str:
+        if ld.buffer.dtype in (dt.bf16, dt.f16):
+            return f"kv_f32({p}[{off}])"
+        return f"{p}[{off}]"
+    return PyLang(unary={k: v.format for k, v in u.items()}, maximum="fmaxf",
+                  minimum="fminf", where=lambda c, a, b: f"(({c}) ? ({a}) : ({b}))",
+                  load=load, cast=lambda c, t: casts[t.name].format(c), float_const=c_float,
+                  binops=ops, intdiv="/", int_maximum="kv_max", int_minimum="kv_min")
+
+
+GPU_CLANG = CLang(
+    "gpu", _gpu_expr(), {"f32": "float", "f64": "double", "i64": "int64_t", "i32": "int32_t",
+                         "bool": "int"},
+    ident={"sum": "0.0f", "max": "(-INFINITY)", "min": "INFINITY"},
+    combine={"sum": "{a} + {b}", "max": "fmaxf({a}, {b})", "min": "fminf({a}, {b})"},
+    store_cast={"bf16": "kv_bf16({})", "f16": "kv_f16({})", "i64": "(int64_t)({})",
+                "i32": "(int32_t)({})"})
+
+
+@dataclass(frozen=True)
+class GpuLang:
+    """What differs between CUDA and HIP: data only (the templates hold the includes)."""
+
+    name: str  # cuda | hip
+    wavefront: int
+    shfl: str  # "{v}", "{o}", "{w}"
+    bf16: str  # element type of bf16 buffers
+    f16: str
+    thread_idx: str = "threadIdx.x"
+    block_idx: str = "blockIdx.x"
+    barrier: str = "__syncthreads();"
+    warp_barrier: str = "__syncwarp();"
+    wmma: bool = False  # tensor-core fragments (nvcuda::wmma) for bf16/f16 contractions
+    clang: CLang = GPU_CLANG
+
+    def ptr_type(self, dtype: dt.DType) -> str:
+        return {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t",
+                "bool": "int32_t", "bf16": self.bf16, "f16": self.f16}[dtype.name]
+
+
+CUDA_LANG = GpuLang("cuda", 32, "__shfl_xor_sync(0xffffffffu, {v}, {o}, {w})",
+                    "__nv_bfloat16", "__half", wmma=True)
+
+
+def hip_lang(wavefront: int = 64) -> GpuLang:
+    return GpuLang("hip", wavefront, "__shfl_xor({v}, {o}, {w})", "hip_bfloat16", "__half",
+                   warp_barrier="__syncwarp();")
+
+
+DEFAULT_WARPS = 4
+
+# -- the generic builder ------------------------------------------------------------------
+
+
+def _prod(xs) -> int:
+    r = 1
+    for x in xs:
+        r *= x
+    return r
+
+
+class GpuBuilder(ScalarBuilder):
+    """Builds one kernel's body as a statement tree for a GPU language."""
+
+    def __init__(self, plan: Plan, k: KernelPlan, lang: GpuLang):
+        super().__init__(plan, k, lang.clang)
+        self.g = lang
+        self.W = lang.wavefront
+        self.T = (k.num_warps or DEFAULT_WARPS) * lang.wavefront
+        self.shared: list[tuple[str, str, int]] = []  # (name, C type, elements)
+        self.red_arrays = 0  # kv_red arrays (T floats each) the block reductions need
+        self.uses_wmma = False
+        self.path = "generic"
+
+    # -- shared memory ---------------------------------------------------------------
+    def shared_array(self, name: str, ctype: str, n: int) -> None:
+        self.shared.append((name, ctype, n))
+
+    @property
+    def shared_bytes(self) -> int:
+        size = {"float": 4, "int64_t": 8, "int32_t": 4, "double": 8}
+        total = sum(n * size.get(t, 2) for _, t, n in self.shared)
+        return total + 4 * self.T * self.red_arrays
+
+    def shared_decls(self) -> list[str]:
+        out = [f"    __shared__ float kv_red{i}[{self.T}];" for i in range(self.red_arrays)]
+        for name, t, n in self.shared:  # 32-byte aligned: WMMA loads tiles from here
+            out.append(f"    __shared__ __align__(32) {t} {name}[{n}];")
+        return out
+
+    # -- program -----------------------------------------------------------------------
+    def build(self) -> list:
+        from .gpu_dot import DotBuilder  # the tiled contraction path
+        dot = DotBuilder.try_build(self)
+        if dot is not None:
+            self.path = "dot-wmma" if self.uses_wmma else "dot-simt"
+            return dot
+        k = self.k
+        out: list = [Decl("tid", "i64", f"(int64_t){self.g.thread_idx}")]
+        self.grid_ids(out)
+        ctx = Ctx()
+        root_maps = {m.axis.name: m for m in k.steps[-1].spatial}
+        for m in root_maps.values():  # grid-only axes: their values may bound the loops below
+            if all(self.role.get(ln) == "grid" for ln in m.loops):
+                self.value(m, ctx, out, None)
+        body = out
+        for lvl, steps in levels(k):
+            if lvl is not None:
+                m = next(mm for mm in root_maps.values() if lvl.name in mm.loops)
+                self.bounds(m, ctx, body)
+                s = m.strides[m.loops.index(lvl.name)]
+                v = f"s_{lvl.name}"
+                inner: list = []
+                body.append(For(v, f"(({ctx.axes['__ext_' + m.axis.name]}) + {s - 1}) / {s}",
+                                inner, unroll=lvl.unroll))
+                self.var[lvl.name] = v
+                body = inner
+            for st in steps:
+                self.step(st, ctx, body)
+            if lvl is not None:  # the next iteration overwrites shared values others read
+                body.append(Line(self.g.barrier))
+        return out
+
+    def grid_ids(self, out: list) -> None:
+        """Decode the flattened block index into one index per grid loop (last fastest);
+        two grid loops with group_m get grouped ordering (L2 reuse in GEMMs)."""
+        k = self.k
+        g = k.grid
+        if not g:
+            return
+        out.append(Decl("pid", "i64", f"(int64_t){self.g.block_idx}"))
+        counts = [self.ex(grid_count(k, lp), Ctx()) for lp in g]
+        if k.group_m and len(g) == 2:
+            a, b = g
+            out += [Decl("n_a", "i64", counts[0]), Decl("n_b", "i64", counts[1]),
+                    Decl("per_group", "i64", f"{k.group_m} * n_b"),
+                    Decl("first", "i64", f"(pid / per_group) * {k.group_m}"),
+                    Decl("gsize", "i64", f"kv_min(n_a - first, {k.group_m})"),
+                    Decl(f"g_{a.name}", "i64", "first + (pid % per_group) % gsize"),
+                    Decl(f"g_{b.name}", "i64", "(pid % per_group) / gsize")]
+        else:
+            rest = "pid"
+            for lp, c in reversed(list(zip(g, counts))):
+                if lp is g[0]:
+                    out.append(Decl(f"g_{lp.name}", "i64", rest))
+                else:
+                    out.append(Decl(f"g_{lp.name}", "i64", f"{rest} % ({c})"))
+                    out.append(Decl(f"rest_{lp.name}", "i64", f"{rest} / ({c})"))
+                    rest = f"rest_{lp.name}"
+        for lp in g:
+            self.var[lp.name] = f"g_{lp.name}"
+
+    # -- one step ------------------------------------------------------------------------
+    def step(self, st: Step, pctx: Ctx, out: list) -> None:
+        reds = reduces_in(st.body)
+        ps = self.positions(st)
+        S = _prod(sz for _, sz in ps)
+        R = max(1, self.T // S) if reds else 1
+        out.append(Comment(f"stage {st.stage.name} ({st.strategy}): {S} point(s), "
+                           f"{R} lane(s) per point"))
+        if not ps:
+            self.scalar_step(st, pctx, out, reds)
+        elif R == 1:
+            self.owned_step(st, pctx, out, reds, S)
+        else:
+            self.lanes_step(st, pctx, out, reds, S, R)
+
+    def scalar_step(self, st: Step, pctx: Ctx, out: list, reds) -> None:
+        """No block positions: every thread takes part in the reductions (R = T lanes) and
+        ends up holding the value in a register; a root step stores it from thread 0."""
+        ctx = Ctx(locals=pctx.locals)
+        for m in st.spatial:
+            self.value(m, ctx, out, None)
+        for r in reds:
+            ctx.reduces[r] = self.lane_reduce(st, r, ctx, out, None, "tid", self.T, 1, 1)
+        for r in reds:
+            self.fix_empty(st, r, ctx, out, ctx.reduces[r])
+        val = self.ex(st.body, ctx)
+        if st.is_root:
+            body: list = []
+            out.append(If("tid == 0", body))
+            self.store(st, val, ctx, body)
+            return
+        name = f"val_{st.stage.name}"
+        out.append(Decl(name, "f32", val))
+        pctx.locals[st.stage.name] = name
+
+    def owned_step(self, st: Step, pctx: Ctx, out: list, reds, S: int) -> None:
+        """Each thread owns whole points (flat = tid + it * T) and reduces them itself."""
+        T = self.T
+        iters = -(-S // T)
+        body: list = []
+        it = self.fresh("it")
+        out.append(For(it, str(iters), body, unroll=iters if iters <= 8 else None))
+        flat = self.fresh("p")
+        body.append(Decl(flat, "i64", f"tid + {it} * {T}" if iters > 1 else "tid"))
+        if S < T:
+            inner: list = []
+            body.append(If(f"{flat} < {S}", inner))
+            body = inner
+        ctx = Ctx(locals=pctx.locals)
+        body = self.point(st, ctx, body, flat)
+        for r in reds:
+            if st.strategy == "online" and r is st.body:
+                ctx.reduces[r] = self.online_point(st, r, ctx, body, None)
+                continue
+            a = self.fresh("a")
+            body.append(Decl(a, "f32", self.lang.ident[r.op]))
+            rctx = ctx.child()
+            inner = self.red_loops(st, r, rctx, body, None)
+            v = self.ex(r.body, rctx)
+            inner.append(Assign(a, self.lang.combine[r.op].format(a=a, b=self.lang.to_acc
+                                                                   .format(v))))
+            self.empty_fix(r, rctx, body, a)
+            ctx.reduces[r] = a
+        self.finish(st, pctx, ctx, body, out)
+
+    def lanes_step(self, st: Step, pctx: Ctx, out: list, reds, S: int, R: int) -> None:
+        """Fewer points than threads: R lanes per point split each reduction, then combine
+        (shuffles within a wavefront, shared memory across wavefronts)."""
+        fast = self.reduce_inner(st, reds[0])  # lanes on the fast thread index
+        s, r = self.fresh("s"), self.fresh("r")
+        if fast:
+            out += [Decl(s, "i64", f"tid / {R}"), Decl(r, "i64", f"tid % {R}")]
+        else:
+            out += [Decl(s, "i64", f"tid % {S}"), Decl(r, "i64", f"tid / {S}")]
+        ctx = Ctx(locals=pctx.locals)
+        for m in st.spatial:
+            if self.block_of(m) is None:
+                self.value(m, ctx, out, None)
+        accs = {}
+        for red in reds:
+            accs[red] = self.lane_reduce(st, red, ctx, out, s, r, R, S, 1 if fast else S)
+        fin: list = []
+        out.append(Scope(fin))
+        fctx = Ctx(locals=pctx.locals)
+        fctx.axes.update({k2: v for k2, v in ctx.axes.items()})
+        fctx.reduces.update(accs)
+        guard: list = []
+        fin.append(If(f"{r} == 0", guard))
+        body = self.point(st, fctx, guard, s)
+        for red in reds:
+            self.fix_empty(st, red, fctx.child(), body, accs[red])
+        self.finish(st, pctx, fctx, body, out)
+
+    def fix_empty(self, st: Step, r: Reduce, ctx: Ctx, body: list, target: str) -> None:
+        """max/min of an empty segment is 0: bind the reduce extents here, then fix."""
+        if r.op == "sum":
+            return
+        for m in st.reduce:
+            if m.axis in r.axes:
+                self.bounds(m, ctx, body)
+        self.empty_fix(r, ctx, body, target)
+
+    def finish(self, st: Step, pctx: Ctx, ctx: Ctx, body: list, out: list) -> None:
+        """The step's value at an in-bounds point: the root stores it; a step computed at
+        the root writes its shared array (then a barrier before anyone reads it)."""
+        val = self.ex(st.body, ctx)
+        if st.is_root:
+            self.store(st, val, ctx, body)
+            return
+        size, idx = self.local_index(st)
+        name = f"val_{st.stage.name}"
+        self.shared_array(name, "float", size)
+        body.append(Assign(f"{name}[{idx}]", val))
+        if st.online_max:  # the folded max is read by later steps too
+            mname = f"val_{st.online_max}"
+            self.shared_array(mname, "float", size)
+            body.append(Assign(f"{mname}[{idx}]", ctx.locals[st.online_max]))
+            pctx.locals[st.online_max] = f"{mname}[{idx}]"
+        pctx.locals[st.stage.name] = f"{name}[{idx}]"
+        out.append(Line(self.g.barrier))
+
+    # -- points and loops --------------------------------------------------------------
+    def point(self, st: Step, ctx: Ctx, out: list, flat: str) -> list:
+        """Bind the step's spatial axis values at point `flat` (an index over the step's
+        block positions, innermost fastest); returns the body that runs when the point is
+        inside the masks."""
+        order = sorted({lp.pos: lp.size for m in st.spatial
+                        if (lp := self.block_of(m)) is not None}.items())
+        stride = 1
+        decls = []
+        for n, (pos, size) in enumerate(reversed(order)):
+            e = flat if stride == 1 else f"({flat} / {stride})"
+            if n < len(order) - 1:
+                e = f"{e} % {size}"
+            decls.append(Decl(f"b{pos}", "i64", e))
+            stride *= size
+        out.extend(reversed(decls))
+        return self.bind_point(st, ctx, out)
+
+    def bind_point(self, st: Step, ctx: Ctx, out: list, loose: bool = False) -> list:
+        """With `b<pos>` declared, bind the step's spatial axis values and open the masks.
+        `loose`: an extent that depends on another block axis (a triangle) is replaced by
+        its max_extent (for loading operand tiles, which span one axis only)."""
+        body = out
+        by_pos: dict[int, list] = {}
+        for m in st.spatial:
+            lp = self.block_of(m)
+            if lp is None:
+                if m.axis.name not in ctx.axes:
+                    self.value(m, ctx, body, None)
+            else:
+                by_pos.setdefault(lp.pos, []).append(m)
+        for pos in sorted(by_pos):
+            ms = by_pos[pos]
+            lp = self.block_of(ms[0])
+            for m in ms:
+                if loose:
+                    self.loose_bounds(m, ctx)
+                self.bounds(m, ctx, body)
+            hi = self.block_bound(ms[0], lp, ctx)
+            if hi != str(lp.size):
+                inner: list = []
+                body.append(If(f"b{pos} < {hi}", inner))
+                body = inner
+            for m in ms:
+                self.value(m, ctx, body, f"b{pos}")
+        return body
+
+    def loose_bounds(self, m, ctx: Ctx) -> None:
+        a = m.axis
+        refs = [n for e in (a.extent, a.start) for n in walk(e) if isinstance(n, AxisRef)]
+        if not refs:
+            return
+        if a.max_extent is None or any(isinstance(n, AxisRef) for n in walk(a.start)):
+            raise NotImplementedError(f"axis {a.name!r}: no loose bound")
+        ctx.axes[f"__ext_{a.name}"] = f"({self.ex(a.max_extent, ctx)})"
+        ctx.axes[f"__start_{a.name}"] = self.ex(a.start, ctx)
+
+    def red_loops(self, st: Step, r: Reduce, ctx: Ctx, out: list,
+                  lanes: tuple[str, int] | None) -> list:
+        """Open the loops over `r`'s reduce axes; the innermost block loop is strided over
+        `lanes` = (lane index, lane count) when a point's reduction is split."""
+        blocks = [ln for m in st.reduce if m.axis in r.axes for ln in m.loops
+                  if next(x for x in st.reduce_loops if x.name == ln).role == "block"]
+        last = blocks[-1] if blocks else None
+        body = out
+        for m in st.reduce:
+            if m.axis not in r.axes:
+                continue
+            self.bounds(m, ctx, body)
+            for ln in m.loops:
+                lp = next(x for x in st.reduce_loops if x.name == ln)
+                self.role[ln] = lp.role
+                inner: list = []
+                if lp.role == "seq":
+                    s = m.strides[m.loops.index(ln)]
+                    v = self.fresh(f"s_{ln}_")
+                    body.append(For(v, f"(({ctx.axes['__ext_' + m.axis.name]}) + {s - 1}) / "
+                                    f"{s}", inner, unroll=lp.unroll))
+                    self.var[ln] = v
+                    body = inner
+                    continue
+                v = self.fresh(f"r_{ln}_")
+                self.var[ln] = v
+                hi = self.block_bound(m, lp, ctx)
+                if lanes is not None and ln == last:
+                    body.append(Range(v, lanes[0], hi, str(lanes[1]), inner, lp.unroll))
+                else:
+                    body.append(For(v, hi, inner, unroll=lp.unroll))
+                body = inner
+                self.value(m, ctx, body, v)
+        return body
+
+    # -- reductions split over lanes -----------------------------------------------------
+    def lane_reduce(self, st: Step, r: Reduce, ctx: Ctx, out: list, s: str | None, lane: str,
+                    R: int, S: int, lane_stride: int) -> str:
+        """Accumulate `r` for point `s` over this thread's lane share, then combine the R
+        lanes of the point. Returns the register holding the combined value (every lane)."""
+        online = st.strategy == "online" and r is st.body
+        a = self.fresh("a")
+        vals = [a]
+        if online:
+            mv = self.fresh("m")
+            out.append(Decl(mv, "f32", "(-INFINITY)"))
+            vals = [mv, a]
+        out.append(Decl(a, "f32", self.lang.ident["sum" if online else r.op]))
+        scope: list = []
+        out.append(Scope(scope))
+        sctx = ctx.child()
+        body = scope if s is None else self.point(st, sctx, scope, s)
+        if online:
+            self.online_loop(st, r, sctx, body, mv, a, (lane, R))
+        else:
+            inner = self.red_loops(st, r, sctx, body, (lane, R))
+            v = self.ex(r.body, sctx)
+            inner.append(Assign(a, self.lang.combine[r.op].format(a=a, b=self.lang.to_acc
+                                                                   .format(v))))
+        self.combine_lanes(out, vals, r.op if not online else "online", lane, R, S,
+                           lane_stride, s)
+        if online:
+            ctx.locals[st.online_max] = mv
+        return a
+
+    def combine(self, op: str, a: list[str], b: list[str]) -> list:
+        """Statements folding values `b` into `a` (online: (max, sum) pairs)."""
+        if op != "online":
+            return [Assign(a[0], self.lang.combine[op].format(a=a[0], b=b[0]))]
+        (m1, s1), (m2, s2) = a, b
+        nm = self.fresh("nm")
+        return [Decl(nm, "f32", f"fmaxf({m1}, {m2})"),
+                Assign(s1, f"(({m1} == {nm}) ? {s1} : {s1} * expf({m1} - {nm})) + "
+                       f"(({m2} == {nm}) ? {s2} : {s2} * expf({m2} - {nm}))"),
+                Assign(m1, nm)]
+
+    def combine_lanes(self, out: list, vals: list[str], op: str, lane: str, R: int, S: int,
+                      lane_stride: int, s: str | None) -> None:
+        """Butterfly over the lanes that share a wavefront, then shared memory across
+        wavefronts. Runs in uniform control flow: every thread of the block executes it."""
+        W = self.W
+        in_warp = 1
+        o = lane_stride
+        while in_warp < R and o < W:
+            tmp = [self.fresh("o") for _ in vals]
+            out += [Decl(t, "f32", self.g.shfl.format(v=v, o=o, w=W)) for t, v in zip(tmp, vals)]
+            out += self.combine(op, vals, tmp)
+            in_warp *= 2
+            o *= 2
+        R2 = R // in_warp
+        if R2 == 1:
+            return
+        while self.red_arrays < len(vals):
+            self.red_arrays += 1
+        sidx = "0" if s is None else s
+        slot = f"{sidx} * {R2} + {lane} / {in_warp}"
+        w: list = []
+        out.append(If(f"{lane} % {in_warp} == 0", w))
+        for n, v in enumerate(vals):
+            w.append(Assign(f"kv_red{n}[{slot}]", v))
+        out.append(Line(self.g.barrier))
+        out += [Assign(v, self.lang.ident["sum"] if op == "online" and n == 1 else
+                       "(-INFINITY)" if op == "online" else self.lang.ident[op])
+                for n, v in enumerate(vals)]
+        i = self.fresh("i")
+        body: list = []
+        out.append(For(i, str(R2), body, unroll=R2 if R2 <= 32 else None))
+        tmp = [self.fresh("q") for _ in vals]
+        body += [Decl(t, "f32", f"kv_red{n}[{sidx} * {R2} + {i}]")
+                 for n, t in enumerate(tmp)]
+        body += self.combine(op, vals, tmp)
+        out.append(Line(self.g.barrier))
+
+    # -- online (max, sum) --------------------------------------------------------------
+    def online_loop(self, st: Step, r: Reduce, ctx: Ctx, body: list, m: str, s: str,
+                    lanes) -> None:
+        inner = self.red_loops(st, r, ctx, body, lanes)
+        x = self.fresh("x")
+        inner.append(Decl(x, "f32", self.ex(r.body.x.a, ctx)))
+        mn = self.fresh("mn")
+        inner.append(Decl(mn, "f32", f"fmaxf({m}, {x})"))
+        inner.append(Assign(s, f"{s} * expf({m} - {mn}) + expf({x} - {mn})"))
+        inner.append(Assign(m, mn))
+
+    def online_point(self, st: Step, r: Reduce, ctx: Ctx, body: list, lanes) -> str:
+        m, s = self.fresh("m"), self.fresh("a")
+        body.append(Decl(m, "f32", "(-INFINITY)"))
+        body.append(Decl(s, "f32", "0.0f"))
+        self.online_loop(st, r, ctx.child(), body, m, s, lanes)
+        ctx.locals[st.online_max] = m
+        return s
+
+
+# -- printing -----------------------------------------------------------------------------
+
+
+def print_gpu(stmts: list, lang: GpuLang, ind: int = 1) -> list[str]:
+    types = lang.clang.types
+    out: list[str] = []
+    pad = "    " * ind
+    for s in stmts:
+        if isinstance(s, Decl):
+            t = types[s.ctype]
+            if s.size:
+                out.append(f"{pad}{t} {s.name}[{s.size}];")
+            else:
+                out.append(f"{pad}{t} {s.name}{' = ' + s.init if s.init is not None else ''};")
+        elif isinstance(s, Assign):
+            out.append(f"{pad}{s.target} = {s.value};")
+        elif isinstance(s, Comment):
+            out.append(f"{pad}/* {s.text} */")
+        elif isinstance(s, Line):
+            out.append(f"{pad}{s.text}")
+        elif isinstance(s, If):
+            out.append(f"{pad}if ({s.cond}) {{")
+            out.extend(print_gpu(s.body, lang, ind + 1))
+            out.append(f"{pad}}}")
+        elif isinstance(s, Scope):
+            out.append(f"{pad}{{")
+            out.extend(print_gpu(s.body, lang, ind + 1))
+            out.append(f"{pad}}}")
+        elif isinstance(s, (For, Range)):
+            if s.unroll:
+                out.append(f"{pad}#pragma unroll {s.unroll}" if s.unroll != "full"
+                           else f"{pad}#pragma unroll")
+            if isinstance(s, For):
+                out.append(f"{pad}for (int64_t {s.var} = 0; {s.var} < {s.hi}; ++{s.var}) {{")
+            else:
+                out.append(f"{pad}for (int64_t {s.var} = {s.start}; {s.var} < {s.stop}; "
+                           f"{s.var} += {s.step}) {{")
+            out.extend(print_gpu(s.body, lang, ind + 1))
+            out.append(f"{pad}}}")
+        else:
+            raise TypeError(f"cannot print {type(s).__name__}")
+    return out
+
+
+# -- the module ---------------------------------------------------------------------------
+
+HOST_EXPR = PyLang(unary={}, maximum="max", minimum="min",
+                   where=lambda c, a, b: f"(({a}) if ({c}) else ({b}))",
+                   load=lambda p, off, mask, ld: f"{p}[{off}]",
+                   cast=lambda c, t: f"int({c})" if t.is_int else f"float({c})",
+                   int_maximum="max", int_minimum="min")
+
+
+@dataclass
+class KernelInfo:
+    name: str
+    threads: int
+    shared_bytes: int
+    path: str  # generic | dot-simt | dot-wmma
+    body: str
+    shared: list[str] = field(default_factory=list)
+
+
+def render_module(plan: Plan, lang: GpuLang) -> dict:
+    """Everything the module templates need, plus a host-side launch description (Python
+    expressions over dims) for loaders that launch the compiled kernels themselves."""
+    op = plan.op
+    dims = op_dims(op)
+    names = [b.name for b in op.inputs] + list(op.outputs)
+    allb = names + list(plan.scratch)
+    params = []
+    for n in allb:
+        b = _buf(op, n)
+        const = "const " if n in {x.name for x in op.inputs} else ""
+        params.append(f"{const}{lang.ptr_type(b.dtype)} *__restrict__ p_{n}")
+    params += [f"const int64_t d_{d}" for d in dims]
+    args = ", ".join([f"p_{n}" for n in allb] + [f"d_{d}" for d in dims])
+    kernels: list[KernelInfo] = []
+    launch = []
+    cctx, pctx = Ctx(), Ctx()
+    for k in plan.kernels:
+        b = GpuBuilder(plan, k, lang)
+        body = "\n".join(print_gpu(b.build(), lang))
+        kernels.append(KernelInfo(k.name, b.T, b.shared_bytes, b.path, body, b.shared_decls()))
+        gl = [grid_count(k, lp) for lp in k.grid]
+        launch.append({"name": k.name, "threads": b.T, "shared_bytes": b.shared_bytes,
+                       "path": b.path,
+                       "grid": " * ".join(f"({emit(e, pctx, HOST_EXPR, str)})" for e in gl)
+                       or "1",
+                       "grid_c": " * ".join(f"({emit(e, cctx, lang.clang.expr, str)})"
+                                            for e in gl) or "1"})
+    guards = [{"cond": emit(c, cctx, lang.clang.expr, lambda n: f"p_{n}"),
+               "py": emit(c, pctx, HOST_EXPR, str), "msg": m}
+              for k in plan.kernels for c, m in k.guards]
+    scratch = []
+    for n in plan.scratch:
+        b = op.stage(n).out
+        scratch.append({"name": n, "dtype": b.dtype.name, "ctype": lang.ptr_type(b.dtype),
+                        "numel": " * ".join(f"({emit(s, pctx, HOST_EXPR, str)})"
+                                            for s in b.shape) or "1",
+                        "numel_c": " * ".join(f"({emit(s, cctx, lang.clang.expr, str)})"
+                                              for s in b.shape) or "1"})
+    buffers = [{"name": n, "ctype": lang.ptr_type(_buf(op, n).dtype)} for n in names]
+    return {"kernels": kernels, "params": ", ".join(params), "args": args, "dims": dims,
+            "buffers": buffers, "guards": guards, "scratch": scratch, "launch": launch,
+            "buffer_names": names, "wmma": any(k.path == "dot-wmma" for k in kernels)}
+
+
+def _buf(op, name):
+    for b in op.inputs:
+        if b.name == name:
+            return b
+    return op.stage(name).out
+
+
+# -- the third legality layer for GPU C languages -----------------------------------------
+
+
+def check_gpu(backend, sched, plan: Plan, lang: GpuLang) -> None:
+    """Threads per block, the wavefront and shared memory, each error naming the limit."""
+    caps = backend.caps
+    for s in sched.stages:
+        for lp in s.loops:
+            if lp.bind == "threads" and lp.size and lp.size % lang.wavefront:
+                raise MoveError(None, "backend.wavefront", f"{backend.name}: {s.name}."
+                                f"{lp.name} is bound to threads with {lp.size} lanes, not a "
+                                f"multiple of the wavefront of {lang.wavefront}",
+                                f"tile {lp.name!r} by a multiple of {lang.wavefront}, or "
+                                "leave it unbound (block positions are spread over threads)")
+    for k in plan.kernels:
+        nw = k.num_warps or DEFAULT_WARPS
+        t = nw * lang.wavefront
+        if t > caps.max_threads:
+            raise MoveError(None, "backend.threads_per_block", f"{backend.name}: {k.name} "
+                            f"asks for {nw} warps of {lang.wavefront} = {t} threads per "
+                            f"block, over the limit of {caps.max_threads}",
+                            f"use at most {caps.max_threads // lang.wavefront} warps "
+                            "(launch num_warps)")
+        b = GpuBuilder(plan, k, lang)
+        b.build()
+        if b.shared_bytes > caps.shared_bytes:
+            parts = ", ".join(f"{n} {c * (4 if t in ('float', 'int32_t') else 2)} B"
+                              for n, t, c in b.shared)
+            if b.red_arrays:
+                parts += f", reduction scratch {4 * b.T * b.red_arrays} B"
+            raise MoveError(None, "backend.shared_memory", f"{backend.name}: {k.name} needs "
+                            f"{b.shared_bytes} bytes of shared memory ({parts}), over the "
+                            f"limit of {caps.shared_bytes} bytes per block",
+                            "use smaller tiles (split the axes those arrays span, or a "
+                            "smaller k tile for contractions)")
+
+
+# -- compiler reports ---------------------------------------------------------------------
+
+_PTXAS_FN = re.compile(r"Compiling entry function '(\w+)'")
+_PTXAS_PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, "
+                          r"(\d+) bytes spill loads")
+_PTXAS_USED = re.compile(r"Used (\d+) registers(?:, used \d+ barriers)?(?:, (\d+) bytes smem)?")
+
+
+def parse_ptxas(log: str) -> dict[str, dict]:
+    """Per kernel: registers, spill stores/loads, stack frame and static shared memory from
+    `nvcc -Xptxas -v` output."""
+    out: dict[str, dict] = {}
+    cur = None
+    for line in log.splitlines():
+        m = _PTXAS_FN.search(line)
+        if m:
+            cur = out.setdefault(m.group(1), {"registers": 0, "spill_stores": 0,
+                                              "spill_loads": 0, "stack_frame": 0,
+                                              "shared_bytes": 0})
+            continue
+        if cur is None:
+            continue
+        m = _PTXAS_PROPS.search(line)
+        if m:
+            cur.update(stack_frame=int(m.group(1)), spill_stores=int(m.group(2)),
+                       spill_loads=int(m.group(3)))
+        m = _PTXAS_USED.search(line)
+        if m:
+            cur["registers"] = int(m.group(1))
+            cur["shared_bytes"] = int(m.group(2) or 0)
+    return out
+
+
+_AMD_FN = re.compile(r"remark: Function Name: (\w+)")
+_AMD_ITEM = re.compile(r"remark:\s+([A-Za-z ]+?)(?: \[[^\]]*\])?: (\d+)")
+_AMD_KEYS = {"SGPRs": "sgprs", "VGPRs": "vgprs", "AGPRs": "agprs", "ScratchSize": "scratch",
+             "Occupancy": "occupancy", "SGPRs Spill": "sgpr_spill",
+             "VGPRs Spill": "vgpr_spill", "LDS Size": "shared_bytes"}
+
+
+def parse_amd_remarks(log: str) -> dict[str, dict]:
+    """Per kernel: SGPRs, VGPRs, AGPRs, spills, scratch, occupancy and LDS bytes from
+    clang's `-Rpass-analysis=kernel-resource-usage` remarks."""
+    out: dict[str, dict] = {}
+    cur = None
+    for line in log.splitlines():
+        m = _AMD_FN.search(line)
+        if m:
+            cur = out.setdefault(m.group(1), {})
+            continue
+        m = _AMD_ITEM.search(line)
+        if m and cur is not None:
+            key = _AMD_KEYS.get(m.group(1).strip())
+            if key:
+                cur[key] = int(m.group(2))
+    for d in out.values():
+        d["registers"] = d.get("vgprs", 0)
+    return out
+
+
+def reads_contiguous(ld: Load, axis: str) -> bool:
+    """Whether `axis` appears in the load's last (fastest) index."""
+    if not ld.index:
+        return False
+    return any(isinstance(x, AxisRef) and x.axis.name == axis for x in walk(ld.index[-1]))
+
+
+def strip_cast(e):
+    return e.x if isinstance(e, Cast) and e.dtype.is_float else e
+
+
+__all__ = ["GpuLang", "GpuBuilder", "CUDA_LANG", "hip_lang", "render_module", "check_gpu",
+           "parse_ptxas", "parse_amd_remarks", "print_gpu", "Line", "If", "Scope", "Range",
+           "Const"]

@@ -1,0 +1,222 @@
+"""The HIP backend: the GPU C-like emitter with HIP's language data.
+
+    HipBackend()                               # AMD Instinct, wavefront 64, gfx90a
+    HipBackend(arch="gfx940")                  # MI300 (pre-production id; LLVM 15 knows it)
+    HipBackend(arch="gfx942")                  # MI300X: compiled for gfx940, retargeted
+    HipBackend(platform="nvidia")              # HIP-on-CUDA: wavefront 32, nvcc + kevolve's
+                                               # hip/hip_runtime.h, runs on NVIDIA GPUs
+    HipBackend(emulate=True)                   # g++ + CPU threads, wavefront 64 semantics
+
+For AMD, build compiles device code with `HIP_PLATFORM=amd hipcc --offload-arch=...`
+(Debian's hipcc 5.2 / LLVM 15) and reads clang's kernel resource remarks (VGPRs, SGPRs,
+spills, LDS, occupancy) into diagnostics. kevolve has no AMD GPU loader yet: an AMD kernel
+compiles and reports, but calling it raises. On the HIP-on-CUDA path the same source (at
+wavefront 32) is compiled by nvcc to a cubin and launched like the cuda backend's."""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+
+from ..schedule.errors import MoveError
+from .base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
+from .cuda import gpu_source
+from .gpu_c import check_gpu, hip_lang, parse_amd_remarks, parse_ptxas
+from .gpu_runtime import (
+    CompileError,
+    CubinRunner,
+    _atomic_write,
+    _run,
+    compile_cubin,
+    compile_emulated,
+    emulated_runner,
+    find_tool,
+)
+from .templating import render  # noqa: F401  (templates are found through gpu_source)
+
+__all__ = ["HipBackend", "AMD_TARGETS", "retarget_code_object"]
+
+# What each AMD target gets from Debian bookworm's hipcc 5.2 (LLVM 15).
+AMD_TARGETS = {
+    "gfx90a": "compiled (MI200 series; LLVM 15 target)",
+    "gfx940": "compiled (MI300 pre-production id; LLVM 15 target)",
+    "gfx942": "retargeted: compiled for gfx940, ELF machine flags and target ids rewritten "
+              "to gfx942 (LLVM 15 does not know gfx942); never run on hardware",
+}
+_LDS = {"gfx90a": 64 * 1024, "gfx940": 64 * 1024, "gfx942": 64 * 1024}
+
+
+def _caps(platform: str, wavefront: int, arch: str) -> Caps:
+    shared = 48 * 1024 if platform == "nvidia" else _LDS.get(arch, 64 * 1024)
+    return Caps("hip", dtypes=("f32", "bf16", "f16", "i32", "i64"), max_tile_elems=1 << 20,
+                max_threads=1024, shared_bytes=shared, vector_widths=(1, 2, 4, 8),
+                max_warps=64, wavefront=wavefront,
+                bind_targets=frozenset({"grid", "threads"}))
+
+
+class HipBackend(Backend):
+    name = "hip"
+
+    def __init__(self, platform: str = "amd", arch: str | None = None,
+                 wavefront: int | None = None, hipcc: str | None = None,
+                 nvcc: str | None = None, emulate: bool = False):
+        if platform not in ("amd", "nvidia"):
+            raise ValueError(f"platform must be 'amd' or 'nvidia', not {platform!r}")
+        self.platform = platform
+        self.arch = arch or ("gfx90a" if platform == "amd" else "sm_90")
+        self.wavefront = wavefront or (64 if platform == "amd" else 32)
+        self.hipcc, self.nvcc = hipcc, nvcc
+        self.emulate = emulate
+        self.lang = hip_lang(self.wavefront)
+        self.caps = _caps(platform, self.wavefront, self.arch)
+        self.tensor_lib = "numpy" if emulate else "torch"
+
+    def available(self) -> tuple[bool, str]:
+        if self.emulate:
+            return (True, "") if find_tool("g++") else (False, "emulation needs g++")
+        if self.platform == "amd":
+            if find_tool("hipcc", self.hipcc) is None:
+                return False, "no hipcc on PATH (Debian: apt-get install hipcc)"
+            return False, ("hipcc compiles here; kevolve has no AMD GPU loader yet "
+                           "(HipBackend(platform='nvidia') runs HIP source on NVIDIA GPUs)")
+        from .cuda import CudaBackend
+        return CudaBackend(nvcc=self.nvcc).available()
+
+    def check(self, sched, plan) -> None:
+        want = 64 if self.platform == "amd" else 32
+        if self.wavefront != want:
+            what = "AMD Instinct (gfx9) runs wavefronts of 64" if self.platform == "amd" \
+                else "the HIP-on-CUDA path runs on NVIDIA warps of 32"
+            raise MoveError(None, "backend.wavefront", f"hip: rendering for a wavefront of "
+                            f"{self.wavefront}, but {what}",
+                            f"render with wavefront={want} for platform={self.platform!r}")
+        check_caps(self, sched, plan)
+        check_gpu(self, sched, plan, self.lang)
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        if self.platform == "nvidia":
+            return (f"-arch={self.arch}", "-cubin", "-O3", "-std=c++17", "-x", "cu",
+                    "-Xptxas", "-v", "-lineinfo")
+        arch = "gfx940" if self.arch == "gfx942" else self.arch
+        return (f"--offload-arch={arch}", "-O3", "-std=c++17", "--cuda-device-only", "-c",
+                "-Rpass-analysis=kernel-resource-usage")
+
+    def render(self, plan) -> KernelSource:
+        note = ("AMD Instinct" if self.platform == "amd"
+                else "HIP-on-CUDA: nvcc with kevolve's hip/hip_runtime.h")
+        return gpu_source(self, plan, self.lang, "hip/module.hip.j2", "hip", self.flags,
+                          target_note=note)
+
+    def build(self, source: KernelSource) -> Kernel:
+        if self.emulate:
+            lib = compile_emulated(source)
+            return Kernel(source, emulated_runner(source, lib),
+                          {"emulated": True, "paths": source.meta["paths"]})
+        if self.platform == "nvidia":
+            nvcc = find_tool("nvcc", self.nvcc)
+            if nvcc is None:
+                raise CompileError("no nvcc on PATH: HIP-on-CUDA compiles with nvcc")
+            from ..resources import templates_dir
+            cubin, log = compile_cubin(source, nvcc, "hip-on-cuda", source.flags,
+                                       include=(templates_dir() / "hip",))
+            diag = {"arch": self.arch, "platform": "nvidia", "cubin": str(cubin),
+                    "kernels": parse_ptxas(log), "paths": source.meta["paths"]}
+            return Kernel(source, CubinRunner(source, cubin), diag)
+        path, log = self.compile_amd(source)
+        diag = {"arch": self.arch, "platform": "amd", "code_object": str(path),
+                "kernels": parse_amd_remarks(log), "paths": source.meta["paths"],
+                "target_status": AMD_TARGETS.get(self.arch, "untested target")}
+
+        def run(inputs, outputs, params):
+            raise RuntimeError(f"the HIP kernels for {self.arch} were compiled "
+                               f"({path.name}), but kevolve has no AMD GPU loader yet")
+        return Kernel(source, run, diag)
+
+    def compile_amd(self, source: KernelSource):
+        """hipcc (HIP_PLATFORM=amd) device-only compile to a code object under the cache;
+        gfx942 is compiled for gfx940 and retargeted. Returns (path, remarks log)."""
+        hipcc = find_tool("hipcc", self.hipcc)
+        if hipcc is None:
+            raise CompileError("no hipcc on PATH: the hip backend compiles AMD code with "
+                               "hipcc (Debian: apt-get install hipcc)")
+        d = cache_dir() / "hip"
+        d.mkdir(parents=True, exist_ok=True)
+        base = "gfx940" if self.arch == "gfx942" else self.arch
+        obj, logf = d / f"{source.hash}.{base}.co", d / f"{source.hash}.{base}.log"
+        if not (obj.exists() and logf.exists()):
+            src = d / f"{source.hash}.hip"
+            _atomic_write(src, source.text)
+            tmp = d / f"{source.hash}.{base}.{os.getpid()}.{threading.get_ident()}.tmp"
+            env = dict(os.environ, HIP_PLATFORM="amd")
+            _atomic_write(logf, _run([hipcc, *source.flags, str(src), "-o", str(tmp)],
+                                     env=env))
+            tmp.replace(obj)
+        log = logf.read_text()
+        if base == self.arch:
+            return obj, log
+        out = d / f"{source.hash}.{self.arch}.co"
+        if not out.exists():
+            _atomic_write(out, retarget_code_object(obj.read_bytes(), base, self.arch))
+        return out, log
+
+
+# -- gfx940 -> gfx942 ---------------------------------------------------------------------
+
+_BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
+_EF_AMDGPU_MACH = 0xFF
+_MACH = {"gfx90a": 0x3F, "gfx940": 0x40, "gfx941": 0x4B, "gfx942": 0x4C}
+
+
+def retarget_code_object(data: bytes, src: str, dst: str) -> bytes:
+    """Rewrite a clang offload bundle (or a bare AMDGPU ELF) compiled for `src` so that it
+    declares `dst`: the ELF header's EF_AMDGPU_MACH field and every target-id string
+    (`amdgcn-amd-amdhsa--gfx940`, same length) change; the machine code does not. Sound only
+    between processors with the same instruction set (gfx940 and gfx942: LLVM later folds
+    both into its gfx9-4-generic target). Raises ValueError when the input is not what it
+    expects, rather than writing a half-patched object."""
+    if len(src) != len(dst):
+        raise ValueError("target names must have the same length")
+    if data.startswith(_BUNDLE_MAGIC):
+        return _retarget_bundle(data, src, dst)
+    return _retarget_elf(data, src, dst)
+
+
+def _retarget_elf(elf: bytes, src: str, dst: str) -> bytes:
+    if elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[18] != 224:  # ELF64, EM_AMDGPU
+        raise ValueError("not an AMDGPU ELF64 code object")
+    flags = struct.unpack_from("<I", elf, 48)[0]
+    if flags & _EF_AMDGPU_MACH != _MACH[src]:
+        raise ValueError(f"code object is for machine {flags & _EF_AMDGPU_MACH:#x}, "
+                         f"not {src} ({_MACH[src]:#x})")
+    out = bytearray(elf)
+    struct.pack_into("<I", out, 48, (flags & ~_EF_AMDGPU_MACH) | _MACH[dst])
+    old, new = f"amdgcn-amd-amdhsa--{src}".encode(), f"amdgcn-amd-amdhsa--{dst}".encode()
+    if old not in out:
+        raise ValueError(f"no target id {old.decode()!r} in the code object")
+    return bytes(out).replace(old, new)
+
+
+def _retarget_bundle(data: bytes, src: str, dst: str) -> bytes:
+    n = struct.unpack_from("<Q", data, 24)[0]
+    pos = 32
+    entries = []
+    for _ in range(n):
+        off, size, idlen = struct.unpack_from("<QQQ", data, pos)
+        pos += 24
+        tid = data[pos:pos + idlen].decode()
+        pos += idlen
+        entries.append((tid, off, size))
+    out = bytearray(data)
+    hit = False
+    for tid, off, size in entries:
+        if tid.endswith(f"--{src}"):
+            out[off:off + size] = _retarget_elf(data[off:off + size], src, dst)
+            hit = True
+    if not hit:
+        raise ValueError(f"no {src} entry in the offload bundle")
+    # Entry ids are in the header; same length, so offsets stay valid.
+    old, new = f"amdhsa--{src}".encode(), f"amdhsa--{dst}".encode()
+    head = bytes(out[:pos]).replace(old, new)
+    return head + bytes(out[pos:])
