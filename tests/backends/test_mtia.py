@@ -99,6 +99,7 @@ def test_registry_and_caps_are_data():
         (m.num_pes, m.local_bytes, m.dma_align)
     assert max(be.caps.vector_widths) == m.vector_lanes
     assert "online" in be.caps.strategies and be.caps.bind_targets == {"grid"}
+    assert be.runs_on == "host" and be.timing == "estimate" and be.tensor_lib == "numpy"
     small = MtiaBackend(MachineModel(num_pes=8, local_bytes=4096))
     assert small.caps.local_bytes == 4096 and small.caps.num_pes == 8
 

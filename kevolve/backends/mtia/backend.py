@@ -73,6 +73,11 @@ def header_hash() -> str:
 class MtiaBackend(Backend):
     name = "mtia"
     tensor_lib = "numpy"
+    # How callers should treat this backend (caps.device is "mtia", not a CUDA device):
+    # kernels run emulated on the host, on numpy arrays; their wall-clock time means
+    # nothing, the time to report and search against is diagnostics["estimate_ms"].
+    runs_on = "host"
+    timing = "estimate"
 
     def __init__(self, model: MachineModel | None = None, threads: int = 1,
                  cxx: str | None = None):
