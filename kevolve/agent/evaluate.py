@@ -205,7 +205,10 @@ class Evaluator:
             k(ins, outs, params)
             sync()
         except Exception as e:
-            stage = "compile" if "Compilation" in type(e).__name__ else "correctness"
+            # Triton compiles at the first launch: its compile and resource errors surface here
+            name = type(e).__name__
+            stage = "compile" if "Compilation" in name or "OutOfResources" in name \
+                else "correctness"
             raise _Fail(stage, f"{type(e).__name__}: {e}") from None
 
     def _reference(self, opdef, op, case, key, gpu, ins):

@@ -156,19 +156,23 @@ class GpuBuilder(ScalarBuilder):
         self.path = "generic"
 
     # -- shared memory ---------------------------------------------------------------
-    def shared_array(self, name: str, ctype: str, n: int) -> None:
-        self.shared.append((name, ctype, n))
+    def shared_array(self, name: str, ctype: str, n: int, align: int = 4) -> None:
+        self.shared.append((name, ctype, n, align))
 
     @property
     def shared_bytes(self) -> int:
+        """Static shared memory as laid out in declaration order (what ptxas reports)."""
         size = {"float": 4, "int64_t": 8, "int32_t": 4, "double": 8}
-        total = sum(n * size.get(t, 2) for _, t, n in self.shared)
-        return total + 4 * self.T * self.red_arrays
+        off = 4 * self.T * self.red_arrays
+        for _, t, n, align in self.shared:
+            off = -(-off // align) * align + n * size.get(t, 2)
+        return off
 
     def shared_decls(self) -> list[str]:
         out = [f"    __shared__ float kv_red{i}[{self.T}];" for i in range(self.red_arrays)]
-        for name, t, n in self.shared:  # 32-byte aligned: WMMA loads tiles from here
-            out.append(f"    __shared__ __align__(32) {t} {name}[{n}];")
+        for name, t, n, align in self.shared:
+            spec = f"__align__({align}) " if align > 4 else ""
+            out.append(f"    __shared__ {spec}{t} {name}[{n}];")
         return out
 
     # -- program -----------------------------------------------------------------------
@@ -686,7 +690,7 @@ def check_gpu(backend, sched, plan: Plan, lang: GpuLang) -> None:
         b.build()
         if b.shared_bytes > caps.shared_bytes:
             parts = ", ".join(f"{n} {c * (4 if t in ('float', 'int32_t') else 2)} B"
-                              for n, t, c in b.shared)
+                              for n, t, c, _ in b.shared)
             if b.red_arrays:
                 parts += f", reduction scratch {4 * b.T * b.red_arrays} B"
             raise MoveError(None, "backend.shared_memory", f"{backend.name}: {k.name} needs "

@@ -131,8 +131,8 @@ class DotBuilder:
         et = (g.bf16 if self.A.buffer.dtype == dt.bf16 else g.f16) if self.wmma else "float"
         pad = 8 if self.wmma else 1
         lda, ldb = BK + pad, BN + pad
-        b.shared_array("kv_As", et, BM * lda)
-        b.shared_array("kv_Bs", et, BK * ldb)
+        b.shared_array("kv_As", et, BM * lda, 32)
+        b.shared_array("kv_Bs", et, BK * ldb, 32)
         out.append(Comment(f"dot: {BM}x{BN} tile, k tile {BK}, {T} threads, "
                            f"{'WMMA tensor cores' if self.wmma else 'register micro-tiles'}"))
         if self.wmma:
@@ -314,7 +314,7 @@ class DotBuilder:
         b, g = self.b, self.b.g
         W = g.wavefront
         nw = b.T // W
-        b.shared_array("kv_Cs", "float", nw * 256)
+        b.shared_array("kv_Cs", "float", nw * 256, 32)
         body: list = []
         out.append(If(f"warp < {self.wm * self.wn}", body))
         body.append(Decl("lane", "i64", f"tid % {W}"))

@@ -156,7 +156,7 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
         row["searched"] = len(hist)
         out["rows"].append(row)
         if on_op:
-            on_op(row)
+            on_op(row, out)
     sp = [r["speedup_compile"] for r in out["rows"] if r.get("speedup_compile")]
     out["geomean_speedup_compile"] = float(np.exp(np.mean(np.log(sp)))) if sp else None
     se = [r["speedup_eager"] for r in out["rows"] if r.get("speedup_eager")]

@@ -9,6 +9,17 @@ import click
 from ._common import console, echo
 
 
+def _progress(row: dict, partial: dict, out_dir: str) -> None:
+    """Print the op's line and keep results.json current (a killed run keeps its rows)."""
+    import os
+
+    echo(json.dumps({k: row.get(k) for k in ("op", "kevolve_verdict", "eager_ms",
+                                             "compile_ms", "kevolve_ms", "pct_floor")}))
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(partial, f, indent=1)
+
+
 @click.command("bench", short_help="Benchmark a suite beside torch eager and torch.compile.")
 @click.option("--suite", type=click.Choice(["ranking", "cpu"]), default="ranking",
               show_default=True)
@@ -45,9 +56,7 @@ def command(suite, backend_name, budget, from_archive, out_dir, db, workers, thr
                     workers=workers, threads=threads, compile_=not no_compile,
                     also=tuple(a for a in also.split(",") if a),
                     ops=tuple(o for o in ops.split(",") if o),
-                    on_op=lambda r: echo(json.dumps({k: r.get(k) for k in (
-                        "op", "kevolve_verdict", "eager_ms", "compile_ms", "kevolve_ms",
-                        "pct_floor")})))
+                    on_op=lambda r, partial: _progress(r, partial, out_dir))
     rj, rh = report.write(res, out_dir)
     from rich.table import Table
 

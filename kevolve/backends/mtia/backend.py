@@ -31,7 +31,7 @@ from .builder import MTIA_LANG, MtiaBuilder, _ptr
 from .model import MachineModel, kernel_estimate, total_estimate
 from .program import DEVICE_BYTES, ProgramText, Stager, print_mtia, program_cost
 
-CXXFLAGS = ("-O2", "-std=c++17", "-fPIC", "-pthread")
+CXXFLAGS = ("-O2", "-std=c++17", "-fPIC", "-pthread", "-fvisibility=hidden")
 STATS = ("programs", "dma_in", "dma_in_bytes", "dma_out", "dma_out_bytes", "dma_waits",
          "direct_loads", "direct_stores", "dot_calls", "dot_flops", "local_peak",
          "max_programs")  # the order of kv_mtia.h's counters

@@ -88,7 +88,7 @@ def load_module(source: KernelSource, interpret: bool):
     tag = "i" if interpret else "c"
     path = Path(d) / f"k_{source.hash}_{tag}.py"
     if not path.exists():
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # workers may race to write it
         tmp.write_text(source.text)
         tmp.replace(path)
     name = f"kevolve_triton_{source.hash}_{tag}"

@@ -36,7 +36,7 @@ def _lang(raw: bool = False) -> PyLang:
     return PyLang(unary={k: v.format for k, v in u.items()}, maximum="tl.maximum",
                   minimum="tl.minimum", where=lambda c, a, b: f"tl.where({c}, {a}, {b})",
                   load=_load(raw),
-                  cast=lambda c, t: f"({c}).to({TL[t.name]})")
+                  cast=lambda c, t: f"tl.cast({c}, {TL[t.name]})")
 
 
 LANG, RAW = _lang(), _lang(raw=True)
