@@ -37,6 +37,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Kernel libraries are compiled with -fvisibility=hidden (each links its own copy of the
+ * runtime); only the module's entry points are exported. */
+#define KV_EXPORT extern "C" __attribute__((visibility("default")))
+
 /* -- per-PE state ----------------------------------------------------------------------- */
 
 /* Counters, in this order (kv_stats() in the module exports them): the first ten add up
