@@ -1,0 +1,218 @@
+"""The cuda backend without a GPU: every library op compiles with nvcc (sm_90) and ptxas'
+resource report is read back; the same source runs under kevolve's CPU emulation of CUDA
+(threads, barriers, warp shuffles, WMMA) and matches the float64 reference on small and
+edge shapes, default and non-default schedules; the layer-3 limits give named errors; and
+`kevolve lower OP --backend cuda` works for every op. The H200 run is
+benchmarks/gpu_check_c.py (see docs/backends.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+from gpu_support import (
+    DOT_CASES,
+    DTYPE_CASES,
+    VARIANTS,
+    check_emulated,
+    illegal,
+    lower,
+    need,
+    parallel,
+    shapes,
+)
+
+from kevolve import api, ops
+from kevolve.backends.cuda import CudaBackend
+from kevolve.backends.gpu_c import GpuBuilder, parse_ptxas
+from kevolve.cli import main
+
+EMU = CudaBackend(emulate=True)
+
+
+@pytest.fixture(scope="module")
+def nvcc() -> str:
+    return need("nvcc", "the cuda backend compiles with the CUDA toolkit's nvcc")
+
+
+@pytest.fixture(scope="module")
+def gxx() -> str:
+    return need("g++", "the CPU emulation of CUDA compiles with g++")
+
+
+# -- nvcc ---------------------------------------------------------------------------------
+
+
+def _build(job):
+    name, preset = job
+    be = CudaBackend()
+    src = lower(be, name, preset)
+    return name, preset, src, be.build(src)
+
+
+def test_every_op_compiles_for_sm90_and_reports_resources(nvcc):
+    jobs = [(n, p) for n in ops.names() for p in ("gpu", "small")]
+    for name, preset, src, kern in parallel(_build, jobs):
+        plan = src.meta["plan"]
+        diag = kern.diagnostics["kernels"]
+        assert set(diag) == {k.name for k in plan.kernels}, (name, preset, diag)
+        for k in plan.kernels:
+            d = diag[k.name]
+            assert d["registers"] > 0, (name, preset, d)
+            assert d["spill_stores"] == d["spill_loads"] == d["stack_frame"] == 0, \
+                (name, preset, d)
+            # ptxas' static shared memory is exactly what the layer-3 check accounted for
+            b = GpuBuilder(plan, k, CudaBackend.lang)
+            b.build()
+            assert d["shared_bytes"] == b.shared_bytes, (name, preset, d, b.shared)
+        assert kern.diagnostics["arch"] == "sm_90"
+
+
+def test_gpu_preset_paths():
+    paths = {n: lower(CudaBackend(), n, "gpu").meta["paths"] for n in
+             ("gemm", "gemm_bias_gelu", "dot_interaction", "softmax", "embedding_bag")}
+    assert paths["gemm"] == {"k_y": "dot-simt"}  # f32: exact fp32 FMAs, no tf32
+    assert paths["gemm_bias_gelu"] == {"k_y": "dot-wmma"}
+    assert paths["dot_interaction"] == {"k_Z": "dot-simt"}
+    assert paths["softmax"] == {"k_y": "generic"}
+    assert paths["embedding_bag"] == {"k_out": "generic"}
+
+
+def test_bf16_gemm_uses_tensor_cores(nvcc, tmp_path):
+    """The WMMA path reaches the tensor cores: bf16 mma instructions in the PTX."""
+    src = lower(CudaBackend(), "gemm_bias_gelu", "gpu")
+    cu = tmp_path / "k.cu"
+    cu.write_text(src.text)
+    subprocess.run([nvcc, "-arch=sm_90", "-ptx", "-o", str(tmp_path / "k.ptx"), str(cu)],
+                   check=True, capture_output=True)
+    ptx = (tmp_path / "k.ptx").read_text()
+    assert re.search(r"wmma\.mma\.sync\.aligned\.row\.row\.m16n16k16\.f32\.bf16", ptx)
+
+
+def test_ptxas_report_is_parsed():
+    log = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'k_y' for 'sm_90'
+ptxas info    : Function properties for k_y
+    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 40 registers, used 1 barriers, 2304 bytes smem, 400 bytes cmem[0]
+ptxas info    : Compiling entry function 'k_z' for 'sm_90'
+ptxas info    : Function properties for k_z
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 12 registers, used 0 barriers, 380 bytes cmem[0]
+"""
+    assert parse_ptxas(log) == {
+        "k_y": {"registers": 40, "spill_stores": 8, "spill_loads": 4, "stack_frame": 16,
+                "shared_bytes": 2304},
+        "k_z": {"registers": 12, "spill_stores": 0, "spill_loads": 0, "stack_frame": 0,
+                "shared_bytes": 0}}
+
+
+def test_running_needs_a_gpu_loader_and_says_which(nvcc):
+    torch = pytest.importorskip("torch")
+    try:
+        import cupy  # noqa: F401
+        pytest.skip("CuPy is installed: the loader would try a GPU")
+    except ImportError:
+        pass
+    try:
+        import cuda.bindings  # noqa: F401
+        pytest.skip("cuda-python is installed: the loader would try a GPU")
+    except ImportError:
+        pass
+    kern = api.build(lower(CudaBackend(), "softmax", "small"))
+    x = torch.ones(6, 50)
+    with pytest.raises(ImportError, match="CuPy.*cuda-python"):
+        kern({"x": x}, {"y": torch.empty_like(x)}, {})
+
+
+# -- the emulated CUDA source ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ops.names())
+def test_emulated_matches_reference(gxx, name):
+    for label, sd in shapes(name):
+        assert not check_emulated(EMU, name, sd), (name, label, sd)
+
+
+@pytest.mark.parametrize("label", sorted(VARIANTS))
+def test_emulated_variants(gxx, label):
+    name, moves = VARIANTS[label]
+    for sl, sd in shapes(name)[:3]:
+        assert not check_emulated(EMU, name, sd, moves, seeds=(0,)), (label, sl, sd)
+
+
+@pytest.mark.parametrize("name,shape", DOT_CASES + DTYPE_CASES,
+                         ids=[f"{n}-{'x'.join(str(v) for v in s.values())}"
+                              for n, s in DOT_CASES + DTYPE_CASES])
+def test_emulated_dot_and_dtype_cases(gxx, name, shape):
+    if name in ("gemm", "gemm_bias_gelu", "dot_interaction"):
+        assert lower(EMU, name, shape).meta["paths"] != {"k_y": "generic"}
+    assert not check_emulated(EMU, name, shape), (name, shape)
+
+
+def test_emulator_sees_wrong_lane_arithmetic(gxx):
+    """Mutation check: the emulator executes the shuffles, so a wrong butterfly offset makes
+    the (otherwise passing) softmax wrong."""
+    src = lower(EMU, "softmax", "small")
+    text, n = re.subn(r"__shfl_xor_sync\(0xffffffffu, (\w+), 16, 32\)",
+                      r"__shfl_xor_sync(0xffffffffu, \1, 0, 32)", src.text)
+    assert n >= 2
+    bad = dataclasses.replace(src, text=text)
+    assert bad.hash != src.hash
+    kern = EMU.build(bad)
+    import numpy as np
+
+    from kevolve.agent import evaluate as ev
+    from kevolve.ir import interp
+    d = ops.get("softmax")
+    case = d.case("small", seed=3)
+    outs = ev.alloc_outputs(d.op, interp.bind_dims(d.op, case.inputs))
+    kern(ev.inputs_for(d.op, case.inputs), outs, {})
+    assert not ev.compare(d.op, outs, interp.run(d.op, case.inputs)).ok
+    assert np.isfinite(outs["y"]).all()
+
+
+# -- layer 3 --------------------------------------------------------------------------------
+
+
+def test_threads_per_block_limit_is_named():
+    e = illegal("softmax", [{"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+                            {"m": "launch", "num_warps": 64}], CudaBackend())
+    assert e.code == "backend.threads_per_block"
+    assert "2048" in e.message and "1024" in e.message and "32" in e.hint
+
+
+def test_shared_memory_limit_is_named():
+    name, moves = ("gemm", [
+        {"m": "split", "stage": "y", "axis": "i", "size": 256, "into": ["io", "ii"]},
+        {"m": "split", "stage": "y", "axis": "j", "size": 256, "into": ["jo", "ji"]},
+        {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
+        {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
+        {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
+        {"m": "split", "stage": "y", "axis": "k", "size": 64}])
+    e = illegal(name, moves, CudaBackend(), "gpu")
+    assert e.code == "backend.shared_memory"
+    assert "49152" in e.message and "kv_As" in e.message and "smaller" in e.hint
+
+
+def test_wavefront_limit_is_named():
+    e = illegal("swish_add", [
+        {"m": "split", "stage": "out", "axis": "i", "size": 16, "into": ["io", "ii"]},
+        {"m": "bind", "stage": "out", "axis": "io", "to": "grid"},
+        {"m": "bind", "stage": "out", "axis": "ii", "to": "threads"}], CudaBackend())
+    assert e.code == "backend.wavefront" and "32" in e.message
+
+
+# -- the CLI --------------------------------------------------------------------------------
+
+
+def test_lower_cli_every_op():
+    runner = CliRunner()
+    for name in ops.names():
+        r = runner.invoke(main, ["lower", name, "--backend", "cuda"])
+        assert r.exit_code == 0, (name, r.output)
+        assert "__global__" in r.output and "__launch_bounds__" in r.output, name
+        assert "extern \"C\" int kv_launch" in r.output, name
