@@ -327,12 +327,8 @@ class KernelWriter:
         kl = next(x for x in st.reduce_loops if x.role == "block")
         for name in [n for n in rctx.masks if n.startswith("__loose_")]:
             rctx.masks[name[len("__loose_"):]] = rctx.masks[name]
-        ka, kb = rctx.child(), rctx.child()
-        self.reduce_axes_values(st, r, ka, dict(var), {kl.name: "[None, :]"})
-        self.reduce_axes_values(st, r, kb, dict(var), {kl.name: "[:, None]"})
-        ta, tb = self.fresh("a"), self.fresh("b")
-        self.w(f"{ta} = {self.ex(a, ka, RAW)}")
-        self.w(f"{tb} = {self.ex(b, kb, RAW)}")
+        ta = self._operand(st, r, a, rctx, var, kl, k_rows=False, pos=0)
+        tb = self._operand(st, r, b, rctx, var, kl, k_rows=True, pos=1)
         f32 = a.buffer.dtype == dt.f32 or b.buffer.dtype == dt.f32
         prec = f', input_precision="{self.k.dot_precision or "ieee"}"' if f32 else ""
         if a.buffer.dtype != b.buffer.dtype or self.dot_f32:
@@ -342,6 +338,37 @@ class KernelWriter:
         self.w(f"{acc} = tl.dot({ta}, {tb}, {acc}{prec})")
         self.ind -= depth
         return acc
+
+    def _operand(self, st: Step, r: Reduce, ld: Load, rctx: Ctx, var: dict, kl: PLoop,
+                 k_rows: bool, pos: int) -> str:
+        """Load one dot operand as a 2-d tile. The tile is read in the orientation in which
+        memory is contiguous along its columns (coalesced), and transposed in registers
+        when the dot wants the other one: X[b, j, d] for B = X^T loads [j, d], then trans."""
+        last = set(axes_in(ld.index[-1])) if ld.index else set()
+        k_fast = any(m.axis.name in last for m in st.reduce if m.axis in r.axes)
+        transpose = k_fast if k_rows else (not k_fast and bool(last))
+        rows_k = k_rows != transpose
+        c = rctx.child()
+        v = dict(var)
+        if transpose:  # the spatial axis takes the other orientation
+            for m in st.spatial:
+                blk = next((self._loop(ln) for ln in m.loops
+                            if self._loop(ln).role == "block"), None)
+                if blk is not None and blk.pos == pos:
+                    name = self.fresh(f"t_{blk.name}_")
+                    self.w(f"{name} = tl.arange(0, {blk.size})"
+                           f"{'[None, :]' if rows_k else '[:, None]'}")
+                    v[blk.name] = name
+                    self.axis_value(m, c, v)
+            for key in [n for n in c.masks if n.startswith("__loose_")]:
+                c.masks[key[len("__loose_"):]] = c.masks[key]
+        self.reduce_axes_values(st, r, c, dict(v), {kl.name: "[:, None]" if rows_k
+                                                    else "[None, :]"})
+        t = self.fresh("b" if k_rows else "a")
+        self.w(f"{t} = {self.ex(ld, c, RAW)}")
+        if transpose:
+            self.w(f"{t} = tl.trans({t})")
+        return t
 
     def _pos_of(self, st: Step, ld: Load) -> int | None:
         names = set(axes_in(ld))
