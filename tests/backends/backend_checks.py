@@ -1,0 +1,239 @@
+"""Shared correctness checks for backend tests (imported by the test modules and by the
+Triton interpreter driver, which runs in a subprocess).
+
+One check = one op, one schedule, one shape: lower for that shape class, build once, then
+for each seed run on fresh random inputs with outputs pre-filled with NaN, and compare with
+the float64 reference interpreter by dtype tolerance. An element the reference leaves NaN
+(no stage writes it) is don't-care; everywhere else NaN never passes. Inputs must come back
+unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kevolve import ops
+from kevolve.ir.interp import bind_dims, output_shapes
+from kevolve.ir.interp import run as reference
+from kevolve.schedule import Trace, apply_trace, default_trace, lower
+
+SEEDS = (0, 1, 2)
+# (rtol, atol): atol is scaled by the output's largest finite reference magnitude (>= 1).
+TOL = {"f32": (1e-4, 1e-5), "f16": (2e-3, 2e-3), "bf16": (2e-2, 2e-2), "f64": (1e-9, 1e-9)}
+SEED_BASE = 1000  # seeds differ from the ones other suites use
+
+
+def shapes(name: str) -> list[tuple[str, dict]]:
+    """The `small` preset and every edge shape of a library op, labelled."""
+    d = ops.get(name)
+    return [("small", d.shape("small"))] + [(f"edge{i}", dict(s))
+                                            for i, s in enumerate(d.edge_shapes)]
+
+
+def plan_for(op, dims: dict, moves: list[dict] | None = None, backend=None):
+    """Default schedule (or `moves`) lowered for `dims`; the backend's caps check runs too."""
+    trace = default_trace(op, dims) if moves is None else Trace.make(op.name, moves)
+    sched = apply_trace(op, trace)
+    plan = lower(sched, dims)
+    if backend is not None:
+        backend.check(sched, plan)
+    return plan
+
+
+def compare(op, got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> list[str]:
+    problems = []
+    for name in op.outputs:
+        dtype = op.stage(name).out.dtype.name
+        g, r = np.asarray(got[name], dtype=np.float64), ref[name]
+        if g.shape != r.shape:
+            problems.append(f"{name}: shape {g.shape}, expected {r.shape}")
+            continue
+        care = ~np.isnan(r)
+        if not care.any():
+            continue
+        bad_nan = care & np.isnan(g)
+        if bad_nan.any():
+            idx = tuple(int(x) for x in np.argwhere(bad_nan)[0])
+            problems.append(f"{name}: {int(bad_nan.sum())} of {int(care.sum())} elements NaN "
+                            f"(unwritten or poisoned) where the reference is finite, first at "
+                            f"{idx}")
+            continue
+        rtol, atol = TOL[dtype]
+        finite = care & np.isfinite(r)
+        scale = max(1.0, float(np.max(np.abs(r[finite]), initial=0.0)))
+        err = np.abs(g - r)
+        inf_mismatch = care & ~np.isfinite(r) & (g != r)
+        over = finite & (err > atol * scale + rtol * np.abs(r))
+        if over.any() or inf_mismatch.any():
+            where = over | inf_mismatch
+            idx = tuple(int(x) for x in np.argwhere(where)[0])
+            problems.append(f"{name} ({dtype}): {int(where.sum())} of {int(care.sum())} "
+                            f"elements off, max |err| {float(np.max(err[finite], initial=0)):.3g}"
+                            f"; first at {idx}: got {g[idx]!r}, expected {r[idx]!r}")
+    return problems
+
+
+def host_inputs(op, case) -> dict[str, np.ndarray]:
+    return {b.name: np.ascontiguousarray(case.inputs[b.name], dtype=b.dtype.np)
+            for b in op.inputs}
+
+
+def to_lib(op, host: dict[str, np.ndarray], lib: str) -> dict:
+    if lib == "numpy":
+        return {k: v.copy() for k, v in host.items()}
+
+    from kevolve.ops.base import torch_inputs
+
+    return torch_inputs(op, ops.Case(host))
+
+
+def nan_outputs(op, dims: dict, lib: str) -> dict:
+    shapes_ = output_shapes(op, dims)
+    if lib == "numpy":
+        return {n: np.full(shapes_[n], np.nan, dtype=op.stage(n).out.dtype.np)
+                for n in op.outputs}
+    import torch
+
+    tt = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+    return {n: torch.full(shapes_[n], float("nan"), dtype=tt[op.stage(n).out.dtype.name])
+            for n in op.outputs}
+
+
+def to_host(x) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x
+    return x.detach().to("cpu").double().numpy() if x.is_floating_point() else \
+        x.detach().to("cpu").numpy()
+
+
+def check(backend, name: str, shape: dict, moves: list[dict] | None = None,
+          seeds=SEEDS, call_shape: dict | None = None) -> list[str]:
+    """Problems found running `name` on `backend` at `shape` (empty: all good). With
+    `call_shape`, the kernel lowered for `shape` is called with inputs of `call_shape`."""
+    d = ops.get(name)
+    op = d.op_for(shape)
+    lib = backend.tensor_lib
+    kernel = backend.build(backend.render(plan_for(op, d.dims(shape), moves, backend)))
+    problems = []
+    for seed in seeds:
+        case = d.make(d.shape(call_shape or shape), np.random.default_rng(SEED_BASE + seed))
+        host = host_inputs(op, case)
+        dims = bind_dims(op, host, case.params)
+        ins = to_lib(op, host, lib)
+        outs = nan_outputs(op, dims, lib)
+        kernel(ins, outs, dict(case.params))
+        for k, v in ins.items():
+            if not np.array_equal(to_host(v), host[k].astype(to_host(v).dtype),
+                                  equal_nan=host[k].dtype.kind == "f"):
+                problems.append(f"seed {seed}: input {k!r} was modified")
+        ref = reference(op, host, case.params)
+        problems += [f"seed {seed}: {p}" for p in
+                     compare(op, {k: to_host(v) for k, v in outs.items()}, ref)]
+    return problems
+
+
+# Non-default schedules, one or two per op family: looped and online reductions, 2-d tiles,
+# split jagged reductions, tiles smaller than the row. label -> (op, a reduction strategy
+# the lowered plan must contain (so the variant really exercises it), moves).
+VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
+    "softmax_looped": ("softmax", "looped", [
+        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+        {"m": "inline", "stage": "e"},
+        {"m": "compute_at", "stage": "mx", "at": ["y", "i"]},
+        {"m": "compute_at", "stage": "s", "at": ["y", "i"]},
+        {"m": "split", "stage": "mx", "axis": "k", "size": 16},
+        {"m": "split", "stage": "s", "axis": "k", "size": 16}]),
+    "softmax_online": ("softmax", "online", [
+        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+        {"m": "inline", "stage": "e"},
+        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
+        {"m": "split", "stage": "s", "axis": "k", "size": 16},
+        {"m": "compute_at", "stage": "mx", "at": ["y", "i"]},
+        {"m": "compute_at", "stage": "s", "at": ["y", "i"]},
+        {"m": "reduction", "stage": "s", "strategy": "online"}]),
+    "log_softmax_split_row": ("log_softmax", "looped", [
+        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+        {"m": "split", "stage": "y", "axis": "j", "size": 32, "into": ["jo", "ji"]},
+        {"m": "compute_at", "stage": "mx", "at": ["y", "i"]},
+        {"m": "compute_at", "stage": "s", "at": ["y", "i"]},
+        {"m": "split", "stage": "mx", "axis": "k", "size": 8},
+        {"m": "split", "stage": "s", "axis": "k", "size": 32}]),
+    "layernorm_looped": ("layernorm", "looped", [
+        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
+        {"m": "inline", "stage": "rstd"},
+        {"m": "compute_at", "stage": "mean", "at": ["y", "i"]},
+        {"m": "compute_at", "stage": "var", "at": ["y", "i"]},
+        {"m": "split", "stage": "mean", "axis": "k", "size": 16},
+        {"m": "split", "stage": "var", "axis": "k", "size": 16},
+        {"m": "launch", "num_warps": 2}]),
+    "rmsnorm_2d_tile": ("rmsnorm", "single", [
+        {"m": "split", "stage": "y", "axis": "i", "size": 2, "into": ["io", "ii"]},
+        {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
+        {"m": "compute_at", "stage": "rstd", "at": ["y", "io"]}]),
+    "swish_add_small_tile": ("swish_add", "none", [
+        {"m": "split", "stage": "out", "axis": "i", "size": 64, "into": ["io", "ii"]},
+        {"m": "bind", "stage": "out", "axis": "io", "to": "grid"},
+        {"m": "vectorize", "stage": "out", "axis": "ii", "width": 4}]),
+    "gemm_tiled_dot": ("gemm", "dot", [
+        {"m": "split", "stage": "y", "axis": "i", "size": 16, "into": ["io", "ii"]},
+        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
+        {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
+        {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
+        {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
+        {"m": "split", "stage": "y", "axis": "k", "size": 16},
+        {"m": "launch", "num_warps": 4, "group_m": 2}]),
+    "gemm_small_tiles": ("gemm", "looped", [
+        {"m": "split", "stage": "y", "axis": "i", "size": 4, "into": ["io", "ii"]},
+        {"m": "split", "stage": "y", "axis": "j", "size": 8, "into": ["jo", "ji"]},
+        {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
+        {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
+        {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
+        {"m": "split", "stage": "y", "axis": "k", "size": 4}]),
+    "gemm_bias_gelu_epilogue": ("gemm_bias_gelu", "dot", [
+        {"m": "split", "stage": "y", "axis": "i", "size": 16, "into": ["io", "ii"]},
+        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
+        {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
+        {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
+        {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
+        {"m": "compute_at", "stage": "acc", "at": ["y", "jo"]},
+        {"m": "split", "stage": "acc", "axis": "k", "size": 16}]),
+    "embedding_bag_split_bag": ("embedding_bag", "looped", [
+        {"m": "bind", "stage": "out", "axis": "b", "to": "grid"},
+        {"m": "split", "stage": "out", "axis": "l", "size": 2}]),
+    "jagged_sum_split_segment": ("jagged_sum", "looped", [
+        {"m": "bind", "stage": "out", "axis": "b", "to": "grid"},
+        {"m": "split", "stage": "out", "axis": "d", "size": 2, "into": ["do", "di"]},
+        {"m": "split", "stage": "out", "axis": "l", "size": 4}]),
+    "jagged_softmax_looped": ("jagged_softmax", "looped", [
+        {"m": "bind", "stage": "y", "axis": "b", "to": "grid"},
+        {"m": "compute_at", "stage": "mx", "at": ["y", "b"]},
+        {"m": "compute_at", "stage": "s", "at": ["y", "b"]},
+        {"m": "split", "stage": "mx", "axis": "k", "size": 4},
+        {"m": "split", "stage": "s", "axis": "k", "size": 4}]),
+    "jagged_to_padded_dense_tiles": ("jagged_to_padded_dense", "none", [
+        {"m": "bind", "stage": "out", "axis": "b", "to": "grid"},
+        {"m": "split", "stage": "out", "axis": "j", "size": 4, "into": ["jo", "ji"]}]),
+    "dot_interaction_grid_i": ("dot_interaction", "single", [
+        {"m": "bind", "stage": "Z", "axis": "b", "to": "grid"},
+        {"m": "bind", "stage": "Z", "axis": "i", "to": "grid"}]),
+}
+
+
+def default_cases() -> list[tuple[str, str, dict]]:
+    """(id "op/shape label", op, shape) for every library op at small and its edge shapes."""
+    return [(f"{n}/{label}", n, s) for n in ops.names() for label, s in shapes(n)]
+
+
+def variant_cases(labels=None, only_small: bool = False):
+    """(id "variant/shape label", op, expected strategy, moves, shape) for the variants."""
+    out = []
+    for v, (n, expect, moves) in VARIANTS.items():
+        if labels is not None and v not in labels:
+            continue
+        for label, s in shapes(n)[:1 if only_small else None]:
+            out.append((f"{v}/{label}", n, expect, moves, s))
+    return out
+
+
+def strategies(plan) -> set[str]:
+    return {st.strategy for k in plan.kernels for st in k.steps}
