@@ -122,3 +122,16 @@ def test_describe_labels_results_as_the_worker_node_sees_them(ray_ex):
     d = ray_ex.describe("cpu", threads=1)
     assert d["hardware"].startswith("cpu:") and d["hardware"].endswith(":1t")
     assert "python" in d["toolchain"] and d["cpu_count"] >= 1
+
+
+def test_an_executor_on_a_running_cluster_passes_env_and_leaves_the_cluster_up(ray_ex,
+                                                                               tmp_path):
+    cache = tmp_path / "cache"  # where the worker's builds land, if the env reached it
+    ex = RayExecutor(timeout_s=120, env={"KEVOLVE_CACHE": str(cache)})
+    assert not ex.started and ex.cpus_per_task == 1
+    ((job, res),) = list(ex.map(JOBS[:1]))
+    assert res.ok, res.message
+    assert list((cache / "cpu").glob("*.so"))
+    ex.close()
+    assert ray.is_initialized()  # not this executor's cluster to shut down
+    assert RayExecutor(timing_exclusive=True).cpus_per_task == 2  # the whole (only) node
