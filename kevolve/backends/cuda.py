@@ -60,8 +60,10 @@ class CudaBackend(Backend):
     caps = CUDA_CAPS
     lang = CUDA_LANG
 
-    def __init__(self, arch: str = "sm_90", nvcc: str | None = None, emulate: bool = False):
+    def __init__(self, arch: str = "sm_90", nvcc: str | None = None, emulate: bool = False,
+                 loader: str | None = None):
         self.arch = arch
+        self.loader = loader  # cupy | cuda-python | None (CuPy, else cuda-python)
         self.nvcc = nvcc
         self.emulate = emulate
         if emulate:
@@ -112,4 +114,4 @@ class CudaBackend(Backend):
         cubin, log = compile_cubin(source, nvcc, "cuda", source.flags)
         diag = {"arch": self.arch, "cubin": str(cubin), "kernels": parse_ptxas(log),
                 "paths": source.meta["paths"]}
-        return Kernel(source, CubinRunner(source, cubin), diag)
+        return Kernel(source, CubinRunner(source, cubin, self.loader), diag)

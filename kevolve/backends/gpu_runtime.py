@@ -187,8 +187,10 @@ class CubinRunner:
     """Launch a cubin's kernels on torch CUDA tensors. The module is loaded on first call
     (CuPy's RawModule, else cuda-python), so building needs no GPU and no CuPy."""
 
-    def __init__(self, source: KernelSource, cubin: Path):
-        self.source, self.cubin = source, cubin
+    def __init__(self, source: KernelSource, cubin: Path, loader: str | None = None):
+        if loader not in (None, "cupy", "cuda-python"):
+            raise ValueError(f"loader must be 'cupy' or 'cuda-python', not {loader!r}")
+        self.source, self.cubin, self.loader = source, cubin, loader
         plan = source.meta["plan"]
         self.op = plan.op
         self.names = [b.name for b in self.op.inputs] + list(self.op.outputs)
@@ -201,15 +203,18 @@ class CubinRunner:
         self.seen: dict = {}
 
     def _load(self):
-        try:
-            import cupy
-            mod = cupy.RawModule(path=str(self.cubin))
-            self.fns = {k["name"]: mod.get_function(k["name"]) for k in self.launch}
-            self.kind = "cupy"
-            self._cupy = cupy
-            return
-        except ImportError:
-            pass
+        if self.loader in (None, "cupy"):
+            try:
+                import cupy
+                mod = cupy.RawModule(path=str(self.cubin))
+                self.fns = {k["name"]: mod.get_function(k["name"]) for k in self.launch}
+                self.kind = "cupy"
+                self._cupy = cupy
+                return
+            except ImportError:
+                if self.loader == "cupy":
+                    raise ImportError("loader='cupy' needs CuPy "
+                                      "(pip install cupy-cuda13x)") from None
         try:
             try:
                 from cuda.bindings import driver as cu
@@ -279,7 +284,7 @@ class CubinRunner:
         cu = self._cu
         vals = tuple(ptrs) + tuple(dvals)
         types = (ctypes.c_void_p,) * len(ptrs) + (ctypes.c_int64,) * len(dvals)
-        err, = cu.cuLaunchKernel(f, grid, 1, 1, k["threads"], 1, 1, 0, stream,
+        err, = cu.cuLaunchKernel(f, grid, 1, 1, k["threads"], 1, 1, 0, cu.CUstream(stream),
                                  (vals, types), 0)
         _check(cu, err)
 

@@ -60,7 +60,7 @@ class HipBackend(Backend):
 
     def __init__(self, platform: str = "amd", arch: str | None = None,
                  wavefront: int | None = None, hipcc: str | None = None,
-                 nvcc: str | None = None, emulate: bool = False):
+                 nvcc: str | None = None, emulate: bool = False, loader: str | None = None):
         if platform not in ("amd", "nvidia"):
             raise ValueError(f"platform must be 'amd' or 'nvidia', not {platform!r}")
         self.platform = platform
@@ -68,6 +68,7 @@ class HipBackend(Backend):
         self.wavefront = wavefront or (64 if platform == "amd" else 32)
         self.hipcc, self.nvcc = hipcc, nvcc
         self.emulate = emulate
+        self.loader = loader  # HIP-on-CUDA: cupy | cuda-python | None (either)
         self.lang = hip_lang(self.wavefront)
         self.caps = _caps(platform, self.wavefront, self.arch)
         self.tensor_lib = "numpy" if emulate else "torch"
@@ -123,7 +124,7 @@ class HipBackend(Backend):
                                        include=(templates_dir() / "hip",))
             diag = {"arch": self.arch, "platform": "nvidia", "cubin": str(cubin),
                     "kernels": parse_ptxas(log), "paths": source.meta["paths"]}
-            return Kernel(source, CubinRunner(source, cubin), diag)
+            return Kernel(source, CubinRunner(source, cubin, self.loader), diag)
         path, log = self.compile_amd(source)
         diag = {"arch": self.arch, "platform": "amd", "code_object": str(path),
                 "kernels": parse_amd_remarks(log), "paths": source.meta["paths"],

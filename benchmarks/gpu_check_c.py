@@ -1,0 +1,267 @@
+"""GPU check for the C-family GPU backends: every library op at its `gpu` preset with its
+default schedule, through `cuda` (nvcc -> cubin, launched by CuPy) and through `hip`
+rendered for the HIP-on-CUDA path (wavefront 32, nvcc + kevolve's hip/hip_runtime.h).
+Each result is checked against torch in float64 on the device and timed beside torch eager
+in the same process (torch.compile too, with --compile, while the time budget lasts).
+
+    PYTHONPATH=. python3 benchmarks/gpu_check_c.py [--backends cuda,hip] [--ops a,b]
+        [--compile] [--budget-s 270] [--out DIR]
+
+All kernels are compiled first, in parallel. Then per op: inputs are drawn once (fresh
+random values, never zeros), outputs are NaN-poisoned before each backend runs, inputs must
+come back unchanged. Times are medians of triton.testing.do_bench (CUDA events, L2 flushed
+between runs); the copy and bf16-matmul ceilings are measured first, in the same run. The
+JSON lands in --out (default $OUT) after every op, so a run cut short keeps what it did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+SUITE_FIRST = ("softmax", "layernorm", "swish_add", "gemm_bias_gelu", "embedding_bag",
+               "jagged_sum", "jagged_softmax", "dot_interaction")
+
+
+def backend_for(name: str):
+    from kevolve.backends.cuda import CudaBackend
+    from kevolve.backends.hip import HipBackend
+    if name == "cuda":
+        return CudaBackend()
+    if name == "hip":
+        return HipBackend(platform="nvidia")
+    raise SystemExit(f"unknown backend {name!r} (cuda, hip)")
+
+
+def build(job):
+    from kevolve import api, ops
+    name, bname = job
+    d = ops.get(name)
+    t0 = time.time()
+    try:
+        be = backend_for(bname)
+        sd = d.shape("gpu")
+        src = api.lower(d.op_for(sd), None, be, d.dims(sd))
+        kern = be.build(src)
+        return job, kern, {"compile_s": time.time() - t0, "paths": src.meta["paths"],
+                           "resources": kern.diagnostics.get("kernels", {})}
+    except Exception as e:
+        return job, None, {"verdict": "error", "message": f"build: {type(e).__name__}: {e}"
+                           [:3000]}
+
+
+def ceilings(torch, do_bench):
+    n = 1 << 30
+    a = torch.empty(n, dtype=torch.float32, device="cuda")
+    b = torch.empty_like(a)
+    t = do_bench(lambda a=a, b=b: b.copy_(a), warmup=25, rep=100, return_mode="median")
+    copy_bps = 2 * a.numel() * 4 / (t * 1e-3)
+    del a, b
+    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    t = do_bench(lambda x=x, w=w: x @ w, warmup=25, rep=100, return_mode="median")
+    return copy_bps, 2 * 8192 ** 3 / (t * 1e-3)
+
+
+def make_case(name: str, seed: int):
+    from kevolve import ops
+    d = ops.get(name)
+    return d.make(d.shape("gpu"), np.random.default_rng(seed))
+
+
+def check_op(name, case, kernels, results, args, copy_bps, mm_flops, t_start):
+    import torch
+    from triton.testing import do_bench
+
+    from kevolve import ops
+    from kevolve.agent import evaluate as ev
+    from kevolve.ir.interp import bind_dims
+    from kevolve.ir.roofline import floor
+
+    d = ops.get(name)
+    sd = d.shape("gpu")
+    op = d.op_for(sd)
+    t0 = time.time()
+    params = dict(case.params)
+    dims = bind_dims(op, case.inputs, params)
+    fl = floor(op, case.inputs, params)
+    ins = ev.inputs_for(op, case.inputs, "torch", "cuda")
+    del case  # the host copies can be large
+    before = {k: v.clone() for k, v in ins.items()}
+    t64 = {k: (v.double() if v.is_floating_point() else v) for k, v in ins.items()}
+    ref = {k: v.double().cpu().numpy() for k, v in d.torch_eager(t64, params).items()}
+    del t64
+    eager_ms = do_bench(lambda: d.torch_eager(ins, params), return_mode="median")
+    floor_ms = fl.time_s(copy_bps, mm_flops) * 1e3
+    setup_s = time.time() - t0
+    for bname in args.backends:
+        row = results[(name, bname)]
+        kern = kernels.get((name, bname))
+        row.update(floor_ms=floor_ms, eager_ms=eager_ms, setup_s=setup_s)
+        if kern is None:
+            continue
+        try:
+            outs = ev.alloc_outputs(op, dims, "torch", "cuda")
+            kern(ins, outs, params)
+            torch.cuda.synchronize()
+            chk = ev.compare(op, {k: ev.to_host(v) for k, v in outs.items()}, ref)
+            changed = next((k for k in ins if not torch.equal(before[k], ins[k])), None)
+            row.update(verdict="ok" if chk.ok and not changed else "wrong",
+                       max_error=chk.max_error,
+                       message=chk.message or (f"modified input {changed}" if changed else ""))
+            row["kevolve_ms"] = do_bench(lambda k=kern, o=outs: k(ins, o, params),
+                                         return_mode="median")
+        except Exception as e:
+            row.update(verdict="error", message=f"{type(e).__name__}: {e}"[:3000])
+            traceback.print_exc()
+    if args.compile and time.time() - t_start < args.budget_s * 0.7:
+        try:
+            fn = torch.compile(lambda t: d.torch_eager(t, params))
+            fn(ins)
+            torch.cuda.synchronize()
+            ms = do_bench(lambda: fn(ins), return_mode="median")
+            for bname in args.backends:
+                results[(name, bname)]["compile_ms"] = ms
+        except Exception as e:
+            print(f"torch.compile {name}: {type(e).__name__}: {e}", flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", default="")
+    ap.add_argument("--backends", default="cuda,hip")
+    ap.add_argument("--compile", action="store_true", help="also time torch.compile")
+    ap.add_argument("--budget-s", type=float, default=270.0,
+                    help="stop starting new ops after this many seconds")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--compile-only", action="store_true",
+                    help="compile every kernel and print the resource table (no GPU needed)")
+    args = ap.parse_args()
+    args.backends = [b for b in args.backends.split(",") if b]
+    t_start = time.time()
+
+    from kevolve import ops as O
+    names = [n for n in args.ops.split(",") if n] or \
+        [n for n in SUITE_FIRST if n in O.names()] + \
+        [n for n in O.names() if n not in SUITE_FIRST]
+    jobs = [(n, b) for n in names for b in args.backends]
+    kernels, results = {}, {}
+    with ThreadPoolExecutor(os.cpu_count() or 4) as ex:
+        for job, kern, info in ex.map(build, jobs):
+            results[job] = {"op": job[0], "backend": job[1], **info}
+            if kern is not None:
+                kernels[job] = kern
+    print(f"compiled {len(kernels)}/{len(jobs)} in {time.time() - t_start:.1f} s", flush=True)
+    if args.compile_only:
+        table(results.values())
+        return 0 if len(kernels) == len(jobs) else 1
+
+    import torch
+    from triton.testing import do_bench
+    copy_bps, mm_flops = ceilings(torch, do_bench)
+    print(f"ceilings: copy {copy_bps / 1e12:.2f} TB/s, bf16 matmul {mm_flops / 1e12:.0f} "
+          f"TFLOP/s", flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "gpu_check_c.json")
+
+    def dump():
+        res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+               "triton": __import__("triton").__version__,
+               "nvcc": _nvcc_version(), "copy_bytes_per_s": copy_bps, "bf16_flops": mm_flops,
+               "backends": {"cuda": "nvcc -arch=sm_90 cubin, CuPy launch",
+                            "hip": "HIP source at wavefront 32, nvcc + kevolve's "
+                                   "hip/hip_runtime.h, CuPy launch"},
+               "rows": list(results.values()), "wall_s": time.time() - t_start}
+        with open(path, "w") as f:
+            json.dump(res, f, indent=1)
+
+    # inputs for the next op are drawn on the host while the GPU works on this one
+    prefetch = ThreadPoolExecutor(1)
+    nxt = prefetch.submit(make_case, names[0], args.seed)
+    for i, name in enumerate(names):
+        case, nxt = (nxt.result() if nxt is not None else None), None
+        if i + 1 < len(names) and time.time() - t_start < args.budget_s:
+            nxt = prefetch.submit(make_case, names[i + 1], args.seed)
+        if time.time() - t_start > args.budget_s:
+            for b in args.backends:
+                results[(name, b)].setdefault("verdict", "not run (time budget)")
+            del case
+            continue
+        try:
+            check_op(name, case, kernels, results, args, copy_bps, mm_flops, t_start)
+        except Exception as e:
+            for b in args.backends:
+                results[(name, b)].setdefault("verdict", "error")
+                results[(name, b)].setdefault("message", f"{type(e).__name__}: {e}"[:3000])
+            traceback.print_exc()
+        torch.cuda.empty_cache()
+        for b in args.backends:
+            print(json.dumps(results[(name, b)]), flush=True)
+        dump()
+    smoke = loader_smoke(torch)
+    dump()
+    table(results.values())
+    print(f"cuda-python loader smoke test: {smoke}")
+    print(f"wall {time.time() - t_start:.0f} s")
+    return 0 if all(r.get("verdict") == "ok" for r in results.values()) else 1
+
+
+def loader_smoke(torch) -> str:
+    """The other loader (cuda-python's driver API) on one op, so both paths are exercised."""
+    try:
+        from kevolve import api, ops
+        from kevolve.agent import evaluate as ev
+        from kevolve.backends.cuda import CudaBackend
+        from kevolve.ir import interp
+        d = ops.get("softmax")
+        be = CudaBackend(loader="cuda-python")
+        kern = be.build(api.lower(d.op, None, be, {"M": 64, "N": 1000}))
+        case = d.case({"M": 64, "N": 1000}, seed=5)
+        outs = ev.alloc_outputs(d.op, {"M": 64, "N": 1000}, "torch", "cuda")
+        kern(ev.inputs_for(d.op, case.inputs, "torch", "cuda"), outs, {})
+        torch.cuda.synchronize()
+        r = ev.compare(d.op, {k: ev.to_host(v) for k, v in outs.items()},
+                       interp.run(d.op, case.inputs))
+        return "ok" if r.ok else f"wrong: {r.message}"
+    except Exception as e:
+        return f"error: {type(e).__name__}: {e}"[:500]
+
+
+def _nvcc_version() -> str:
+    import subprocess
+    try:
+        out = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout
+        return out.strip().splitlines()[-1]
+    except Exception:
+        return "?"
+
+
+def table(rows) -> None:
+    print(f"\n{'op':28s} {'backend':7s} {'path':9s} {'verdict':8s} {'max_err':>9s} "
+          f"{'kevolve':>9s} {'eager':>9s} {'compile':>9s} {'x eager':>8s} {'%floor':>7s} "
+          f"{'regs':>5s}")
+
+    def f(x, w=9, p=4):
+        return f"{x:{w}.{p}f}" if isinstance(x, float) else " " * (w - 1) + "-"
+    for r in rows:
+        k, e, c, fl = (r.get(x) for x in ("kevolve_ms", "eager_ms", "compile_ms", "floor_ms"))
+        paths = r.get("paths") or {}
+        regs = max((v.get("registers", 0) for v in (r.get("resources") or {}).values()),
+                   default=0)
+        path = ",".join(sorted(set(paths.values()))) or "-"
+        print(f"{r['op']:28s} {r['backend']:7s} {path:9s} {str(r.get('verdict')):8s} "
+              f"{f(r.get('max_error'), 9, 2)} {f(k)} {f(e)} {f(c)} "
+              f"{f(e / k if k and e else None, 8, 2)} "
+              f"{f(100 * fl / k if k and fl else None, 7, 1)} {regs:5d}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
