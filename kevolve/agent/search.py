@@ -177,6 +177,11 @@ class Search:
             return None, Result("render", message=f"{type(e).__name__}: {e}"[:1500])
         return run_hash(src.hash, self.cfg.backend, self.toolchain, self.hardware), None
 
+    def _similar(self, arch) -> tuple:
+        """Best traces of the most similar ops in the archive (the proposer's skill library)."""
+        from .proposers.claude import similar_ops
+        return tuple(similar_ops(arch, self.op, self.cfg.backend, self.hardware))
+
     def executor(self):
         env = {}
         if self.cfg.backend_options.get("interpret"):
@@ -220,8 +225,10 @@ class Search:
             target = cfg.budget if cfg.resume else prior + cfg.budget
             if cfg.resume:
                 summ.evaluated = prior
-            proposer = make_proposer(cfg.proposer, **{"seed": cfg.seed,
-                                                      **cfg.proposer_options})
+            popts = {"seed": cfg.seed, **cfg.proposer_options}
+            if cfg.proposer == "claude":
+                popts["archive"] = arch  # token usage goes to the archive
+            proposer = make_proposer(cfg.proposer, **popts)
             seeds = [(default, "default", None)]
             for hw in arch.hardware_names():
                 if hw != self.hardware:
@@ -244,8 +251,9 @@ class Search:
                 else:
                     ctx = ProposalContext(
                         cfg.op, op_text(self.op), cfg.backend, asdict(self.backend.caps),
-                        default, pop.parents(3), pop.best, len(done), self.rng.randrange(1 << 30),
-                        self.bench_dims, self.gpu, ceilings)
+                        default, pop.parents(3), pop.best, len(done),
+                        self.rng.randrange(1 << 30), self.bench_dims, self.gpu, ceilings,
+                        self._similar(arch) if cfg.proposer == "claude" else ())
                     got = proposer.propose(ctx, n)
                     props = [(p.trace_json, p.note, p.parent_id) for p in got]
                     pname = proposer.name
@@ -268,11 +276,13 @@ class Search:
                         break
                 stall = 0 if jobs or props else stall + 1
                 hashes = {j.candidate_id: h for j, h in jobs}
-                for job, res in pool.map([j for j, _ in jobs]):
-                    rh = hashes[job.candidate_id]
+                # The batch's results first, then verification (executors are not
+                # reentrant); a kill loses at most this batch, which is in flight.
+                batch = list(pool.map([j for j, _ in jobs]))
+                for job, res in batch:
                     res = self._verify(pool, job, res, pop)
-                    self._record(arch, op_id, job.candidate_id, job.trace_json, res, rh,
-                                 done, summ, pop)
+                    self._record(arch, op_id, job.candidate_id, job.trace_json, res,
+                                 hashes[job.candidate_id], done, summ, pop)
         finally:
             if pool is not None:
                 pool.close()

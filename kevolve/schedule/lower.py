@@ -250,6 +250,10 @@ def _step(ss: StageSched, stage, bodies, spatial: dict[str, AxisMap], level, loo
                 pls.append(PLoop(lp.name, lp.origin, "seq", unroll=lp.unroll))
                 continue
             size = lp.size if lp.part == "inner" else p2(_bound(a, dims))
+            if lp.part == "whole":  # one tile holds the whole reduction: guard that
+                guards.append((Binary("le", a.bound, Const(size)), f"{ss.name}.{a.name}: "
+                               f"{'max_extent' if a.max_extent is not None else 'extent'} "
+                               f"must fit one tile of {size}"))
             pos = None
             if not dot:
                 pos = _reuse_pos(a, stage_root, loops, used_pos, dims)

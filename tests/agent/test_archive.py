@@ -556,6 +556,8 @@ def _writer(path: str, tag: int, n: int, barrier) -> None:
             cid, new = a.add_candidate(oid, trace(i + 1, bn=tag), proposer=f"w{tag}")
             assert new
             a.add_result(cid, "hw", "cpu", {}, ok(1.0 + i))
+            if i % 50 == 49:
+                barrier.wait(60)  # lockstep: neither may finish before the other starts
 
 
 def test_two_processes_write_concurrently(tmp_path):
