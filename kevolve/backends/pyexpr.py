@@ -36,9 +36,11 @@ class Ctx:
     masks: dict[str, str | None] = field(default_factory=dict)
     locals: dict[str, str] = field(default_factory=dict)
     reduces: dict[Reduce, str] = field(default_factory=dict)
+    guards: list[str] = field(default_factory=list)  # where() conditions around a load
 
     def child(self) -> Ctx:
-        return Ctx(dict(self.axes), dict(self.masks), dict(self.locals), dict(self.reduces))
+        return Ctx(dict(self.axes), dict(self.masks), dict(self.locals), dict(self.reduces),
+                   list(self.guards))
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ def axes_in(e: Expr) -> list[str]:
 
 
 def mask_of(ctx: Ctx, names) -> str | None:
-    ms = [ctx.masks[n] for n in names if ctx.masks.get(n)]
+    ms = [ctx.masks[n] for n in names if ctx.masks.get(n)] + list(ctx.guards)
     if not ms:
         return None
     return ms[0] if len(ms) == 1 else "(" + " & ".join(ms) + ")"
@@ -101,9 +103,11 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
                 return ctx.locals[x.buffer.name]
             st = strides(x.buffer.shape)
             terms = []
+            guards, ctx.guards = ctx.guards, []  # index loads (offsets) are not guarded
             for i, s in zip(x.index, st):
                 t = go(i)
                 terms.append(t if s == Const(1) else f"{t} * {go(s)}")
+            ctx.guards = guards
             off = " + ".join(f"({t})" for t in terms) if terms else "0"
             return lang.load(ptr(x.buffer.name), off, mask_of(ctx, axes_in(x)), x)
         if isinstance(x, Unary):
@@ -121,7 +125,15 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
                 return f"({a} / {b})" if fl else f"({a} {lang.intdiv} {b})"
             return f"({a} {lang.binops[x.op]} {b})"
         if isinstance(x, Where):
-            return lang.where(go(x.cond), go(x.a), go(x.b))
+            # Tile languages evaluate both branches: a load in a branch is masked by the
+            # branch's condition, so it never reads where the other branch is taken.
+            c = go(x.cond)
+            ctx.guards.append(c)
+            a = go(x.a)
+            ctx.guards[-1] = lang.unary["not"](c)
+            b = go(x.b)
+            ctx.guards.pop()
+            return lang.where(c, a, b)
         if isinstance(x, Cast):
             return lang.cast(go(x.x), x.dtype)
         raise TypeError(f"cannot print {type(x).__name__}")

@@ -28,12 +28,7 @@ pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None or importlib.util.find_spec("torch") is None,
     reason="needs triton and torch")
 
-OOB_WHERE = ("emitter bug: a load inside a where() branch is masked only by the tile masks, "
-             "not by the where condition, so jagged_to_padded_dense reads values[offsets[b] "
-             "+ j] for j >= length(b); with all segments empty (T=0) every such load is out "
-             "of bounds (segfault in the interpreter, illegal address on a GPU)")
-KNOWN = {"jagged_to_padded_dense/edge0": OOB_WHERE,
-         "jagged_to_padded_dense_tiles/edge0": OOB_WHERE}
+KNOWN: dict[str, str] = {}  # id -> reason, for a known emitter bug (strict xfail)
 
 DEFAULTS = bc.default_cases()
 VARIANTS = bc.variant_cases()
