@@ -44,7 +44,8 @@ def gpu_source(be: Backend, plan, lang, template: str, lang_name: str, flags: tu
                   kernels=parts["kernels"], params=parts["params"], args=parts["args"],
                   dims=parts["dims"], buffers=parts["buffers"], guards=parts["guards"],
                   scratch=parts["scratch"], launch=parts["launch"],
-                  buffer_names=parts["buffer_names"], wmma=parts["wmma"], **extra)
+                  buffer_names=parts["buffer_names"], wmma=parts["wmma"],
+                  emu_args=parts["emu_args"], **extra)
     return KernelSource(be.name, plan.op.name, lang_name, text, "kv_launch", flags,
                         meta={"plan": plan, "launch": parts["launch"],
                               "guards": [g["msg"] for g in parts["guards"]],
@@ -57,17 +58,21 @@ def gpu_source(be: Backend, plan, lang, template: str, lang_name: str, flags: tu
 class CudaBackend(Backend):
     name = "cuda"
     tensor_lib = "torch"
+    runs_on = "device"
     caps = CUDA_CAPS
     lang = CUDA_LANG
 
     def __init__(self, arch: str = "sm_90", nvcc: str | None = None, emulate: bool = False,
                  loader: str | None = None):
         self.arch = arch
-        self.loader = loader  # cupy | cuda-python | None (CuPy, else cuda-python)
+        # cupy | cuda-python | None (CuPy, else cuda-python); "emulator": the same Python
+        # launcher drives the CPU emulation on torch CPU tensors (tests the launch path)
+        self.loader = loader
         self.nvcc = nvcc
         self.emulate = emulate
-        if emulate:
+        if emulate:  # numpy arrays on the host, CPU threads; times mean nothing
             self.tensor_lib = "numpy"
+            self.runs_on = "host"
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -106,6 +111,9 @@ class CudaBackend(Backend):
         if self.emulate:
             lib = compile_emulated(source)
             return Kernel(source, emulated_runner(source, lib),
+                          {"emulated": True, "paths": source.meta["paths"]})
+        if self.loader == "emulator":
+            return Kernel(source, CubinRunner(source, None, "emulator"),
                           {"emulated": True, "paths": source.meta["paths"]})
         nvcc = find_tool("nvcc", self.nvcc)
         if nvcc is None:

@@ -651,7 +651,12 @@ def render_module(plan: Plan, lang: GpuLang) -> dict:
                         "numel_c": " * ".join(f"({emit(s, cctx, lang.clang.expr, str)})"
                                               for s in b.shape) or "1"})
     buffers = [{"name": n, "ctype": lang.ptr_type(_buf(op, n).dtype)} for n in names]
+    # argument unpacking for the emulator's per-kernel entry points (kv_emu_<kernel>)
+    emu_args = ", ".join([f"*({lang.ptr_type(_buf(op, n).dtype)} **)a[{i}]"
+                          for i, n in enumerate(allb)] +
+                         [f"*(const int64_t *)a[{len(allb) + i}]" for i in range(len(dims))])
     return {"kernels": kernels, "params": ", ".join(params), "args": args, "dims": dims,
+            "emu_args": emu_args,
             "buffers": buffers, "guards": guards, "scratch": scratch, "launch": launch,
             "buffer_names": names, "wmma": any(k.path == "dot-wmma" for k in kernels)}
 

@@ -183,13 +183,18 @@ def bf16_float(h: np.ndarray) -> np.ndarray:
     return (h.astype(np.uint32) << 16).view(np.float32)
 
 
+LOADERS = (None, "cupy", "cuda-python", "emulator")
+
+
 class CubinRunner:
     """Launch a cubin's kernels on torch CUDA tensors. The module is loaded on first call
-    (CuPy's RawModule, else cuda-python), so building needs no GPU and no CuPy."""
+    (CuPy's RawModule, else cuda-python), so building needs no GPU and no CuPy. With
+    loader="emulator" the same launch path (grid, guards, scratch, argument order) drives
+    the module's emulated kernels on torch CPU tensors instead: no GPU, no cubin."""
 
-    def __init__(self, source: KernelSource, cubin: Path, loader: str | None = None):
-        if loader not in (None, "cupy", "cuda-python"):
-            raise ValueError(f"loader must be 'cupy' or 'cuda-python', not {loader!r}")
+    def __init__(self, source: KernelSource, cubin: Path | None, loader: str | None = None):
+        if loader not in LOADERS:
+            raise ValueError(f"loader must be one of {LOADERS[1:]} (or None), not {loader!r}")
         self.source, self.cubin, self.loader = source, cubin, loader
         plan = source.meta["plan"]
         self.op = plan.op
@@ -203,6 +208,16 @@ class CubinRunner:
         self.seen: dict = {}
 
     def _load(self):
+        if self.loader == "emulator":  # the module's kv_emu_<kernel> entry points, on CPU
+            lib = compile_emulated(self.source)
+            fns = {}
+            for k in self.launch:
+                f = getattr(lib, f"kv_emu_{k['name']}")
+                f.restype = None
+                f.argtypes = [ctypes.c_longlong, ctypes.POINTER(ctypes.c_void_p)]
+                fns[k["name"]] = f
+            self.fns, self.kind, self._lib = fns, "emulator", lib
+            return
         if self.loader in (None, "cupy"):
             try:
                 import cupy
@@ -261,7 +276,7 @@ class CubinRunner:
             scratch.append(torch.empty(max(numel, 1), dtype=_TORCH[s["dtype"]], device=dev))
             ptrs.append(scratch[-1].data_ptr())
         dvals = [env[f"d_{d}"] for d in self.dims_order]
-        stream = torch.cuda.current_stream(dev).cuda_stream
+        stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0
         for k in self.launch:
             grid = int(eval(k["grid"], {"__builtins__": {}, "max": max, "min": min}, env))
             if grid <= 0:
@@ -272,6 +287,12 @@ class CubinRunner:
 
     def _launch(self, k, grid, ptrs, dvals, stream):
         f = self.fns[k["name"]]
+        if self.kind == "emulator":
+            vals = [ctypes.c_void_p(p) for p in ptrs] + [ctypes.c_int64(d) for d in dvals]
+            args = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
+            with _LOCK:
+                f(grid, args)
+            return
         if self.kind == "cupy":
             cp = self._cupy
             args = tuple(np.uint64(p) for p in ptrs) + tuple(np.int64(d) for d in dvals)

@@ -72,6 +72,7 @@ class HipBackend(Backend):
         self.lang = hip_lang(self.wavefront)
         self.caps = _caps(platform, self.wavefront, self.arch)
         self.tensor_lib = "numpy" if emulate else "torch"
+        self.runs_on = "host" if emulate else "device"
 
     def available(self) -> tuple[bool, str]:
         if self.emulate:
@@ -114,6 +115,9 @@ class HipBackend(Backend):
         if self.emulate:
             lib = compile_emulated(source)
             return Kernel(source, emulated_runner(source, lib),
+                          {"emulated": True, "paths": source.meta["paths"]})
+        if self.loader == "emulator":
+            return Kernel(source, CubinRunner(source, None, "emulator"),
                           {"emulated": True, "paths": source.meta["paths"]})
         if self.platform == "nvidia":
             nvcc = find_tool("nvcc", self.nvcc)

@@ -72,6 +72,24 @@ def check_emulated(be, name: str, shape, moves: list[dict] | None = None,
     return problems
 
 
+def check_launcher(be, name: str, shape, moves: list[dict] | None = None, seed: int = 0
+                   ) -> list[str]:
+    """Problems running through the GPU loaders' Python launch path (grid, guards, scratch,
+    argument order) with torch CPU tensors, `be` built with loader="emulator"."""
+    d = ops.get(name)
+    sd = d.shape(shape)
+    op = d.op_for(sd)
+    kernel = be.build(lower(be, name, sd, moves))
+    case = d.make(sd, np.random.default_rng(200 + seed))
+    dims = interp.bind_dims(op, case.inputs, case.params)
+    ins = ev.inputs_for(op, case.inputs, "torch", "cpu")
+    outs = ev.alloc_outputs(op, dims, "torch", "cpu")
+    kernel(ins, outs, dict(case.params))
+    r = ev.compare(op, {k: ev.to_host(v) for k, v in outs.items()},
+                   interp.run(op, case.inputs, case.params))
+    return [] if r.ok else [r.message]
+
+
 def parallel(fn, jobs) -> list:
     with ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as ex:
         return list(ex.map(fn, jobs))
@@ -163,6 +181,11 @@ VARIANTS: dict[str, tuple[str, list[dict]]] = {
     "jagged_to_padded_dense_tiles": ("jagged_to_padded_dense", [
         {"m": "bind", "stage": "out", "axis": "b", "to": "grid"},
         {"m": "split", "stage": "out", "axis": "j", "size": 4, "into": ["jo", "ji"]}]),
+    "softmax_three_kernels": ("softmax", [  # producers at root: scratch buffers, 3 launches
+        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+        {"m": "bind", "stage": "mx", "axis": "i", "to": "grid"},
+        {"m": "bind", "stage": "s", "axis": "i", "to": "grid"},
+        {"m": "inline", "stage": "e"}]),
     "dot_interaction_grid_i": ("dot_interaction", [
         {"m": "bind", "stage": "Z", "axis": "b", "to": "grid"},
         {"m": "bind", "stage": "Z", "axis": "i", "to": "grid"}]),

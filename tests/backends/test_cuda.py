@@ -18,6 +18,7 @@ from gpu_support import (
     DTYPE_CASES,
     VARIANTS,
     check_emulated,
+    check_launcher,
     illegal,
     lower,
     need,
@@ -173,6 +174,32 @@ def test_emulator_sees_wrong_lane_arithmetic(gxx):
     kern(ev.inputs_for(d.op, case.inputs), outs, {})
     assert not ev.compare(d.op, outs, interp.run(d.op, case.inputs)).ok
     assert np.isfinite(outs["y"]).all()
+
+
+@pytest.mark.parametrize("name", ops.names())
+def test_python_launcher_drives_the_emulated_kernels(gxx, name):
+    """The launch path the H200 uses (Python grid and guard expressions, scratch tensors,
+    pointer and dim order, one launch per kernel) on torch CPU tensors: only the last call
+    differs (the emulator's kv_emu_<kernel> instead of CuPy's RawKernel)."""
+    pytest.importorskip("torch")
+    be = CudaBackend(loader="emulator")
+    for label, sd in shapes(name)[:2]:
+        assert not check_launcher(be, name, sd), (name, label)
+
+
+def test_python_launcher_scratch_and_guards(gxx):
+    torch = pytest.importorskip("torch")
+    be = CudaBackend(loader="emulator")
+    name, moves = VARIANTS["softmax_three_kernels"]
+    src = lower(be, name, "small", moves)
+    assert [k["name"] for k in src.meta["launch"]] == ["k_mx", "k_s", "k_y"]
+    assert [s["name"] for s in src.meta["scratch"]] == ["mx", "s"]
+    assert not check_launcher(be, name, {"M": 3, "N": 300}, moves)
+    # lowered for N=50 (one tile of 64): a row of 100 fails the shape guard, by name
+    kern = be.build(lower(be, "softmax", "small"))
+    x = torch.randn(2, 100)
+    with pytest.raises(ValueError, match="must fit one tile of 64.*another shape class"):
+        kern({"x": x}, {"y": torch.empty_like(x)}, {})
 
 
 # -- layer 3 --------------------------------------------------------------------------------
