@@ -73,9 +73,10 @@ def render_html(res: dict) -> str:
             ("compile ms", "compile_ms"), ("kevolve ms", "kevolve_ms"),
             ("x eager", "speedup_eager"), ("x compile", "speedup_compile"),
             ("% floor", "pct_floor"), ("spread", "kevolve_spread"),
-            ("searched", "searched"), ("verdict", "kevolve_verdict")]
+            ("searched", "searched"), ("within 5% at", "within_5pct_at"),
+            ("bare matmul / kevolve", "bare_over_kevolve"), ("verdict", "kevolve_verdict")]
     extra = sorted({k[:-3] for r in res["rows"] for k in r if k.endswith("_ms")} -
-                   {"floor", "eager", "compile", "kevolve"})
+                   {"floor", "eager", "compile", "kevolve", "bare_matmul"})
     cols += [(f"{b} ms", f"{b}_ms") for b in extra]
     head = "".join(f"<th>{html.escape(c)}</th>" for c, _ in cols)
     body = "".join("<tr>" + "".join(f"<td>{_f(r.get(k))}</td>" for _, k in cols) + "</tr>"

@@ -28,6 +28,40 @@ def _twice(timer, fn) -> tuple[float, float]:
     return min(a, b), abs(a - b) / max(min(a, b), 1e-12)
 
 
+def bare_matmul(op):
+    """(A, B) input names when the op contains sum_k A[i, k] * B[k, j] over two inputs: the
+    bare matrix product a library (cuBLAS) would run, the yardstick for fused epilogues."""
+    from ..ir.nodes import AxisRef, Binary, Cast, Load, Reduce, walk
+
+    names = {b.name for b in op.inputs}
+    for s in op.stages:
+        for n in walk(s.body):
+            if isinstance(n, Reduce) and n.op == "sum" and isinstance(n.body, Binary) \
+                    and n.body.op == "mul":
+                a, b = (x.x if isinstance(x, Cast) else x for x in (n.body.a, n.body.b))
+                if isinstance(a, Load) and isinstance(b, Load) and a.buffer.name in names \
+                        and b.buffer.name in names and a.buffer.ndim == b.buffer.ndim == 2:
+                    k = n.axes[0].name
+                    ia, ib = a.index, b.index
+                    if all(isinstance(x, AxisRef) for x in ia + ib) and ia[1].axis.name == k \
+                            and ib[0].axis.name == k:
+                        return a.buffer.name, b.buffer.name
+    return None
+
+
+def within(best_so_far: list, frac: float = 0.05) -> int | None:
+    """Candidates evaluated when the best-so-far first came within `frac` of the final best
+    (search efficiency)."""
+    vals = [x for x in best_so_far if x]
+    if not vals:
+        return None
+    final = min(vals)
+    for i, x in enumerate(best_so_far, 1):
+        if x and x <= final * (1 + frac):
+            return i
+    return None
+
+
 def best_trace(arch, name: str, backend: str, hardware: str) -> tuple[str | None, int | None]:
     b = arch.best(name, backend, hardware) if arch is not None else None
     return (b.trace_json, b.candidate_id) if b is not None else (None, None)
@@ -70,6 +104,10 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, trace_json: str | N
         return d.torch_eager(tins, case.params)
     with torch.no_grad():
         row["eager_ms"], row["eager_spread"] = _twice(timer, eager)
+        mm = bare_matmul(op)
+        if mm is not None:
+            a, b = tins[mm[0]], tins[mm[1]]
+            row["bare_matmul_ms"], row["bare_matmul_spread"] = _twice(timer, lambda: a @ b)
         if compile_:
             try:
                 fn = torch.compile(lambda t: d.torch_eager(t, case.params))
@@ -154,6 +192,9 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
         row = bench_op(name, suite, backend, gpu, tj, ceilings, compile_, also, repeat)
         row["candidate"] = cand
         row["searched"] = len(hist)
+        row["within_5pct_at"] = within(out["history"][name])
+        if row.get("bare_matmul_ms") and row.get("kevolve_ms"):
+            row["bare_over_kevolve"] = row["bare_matmul_ms"] / row["kevolve_ms"]
         out["rows"].append(row)
         if on_op:
             on_op(row, out)
