@@ -249,9 +249,12 @@ class Search:
                     seeds = seeds[n:]
                     pname = "seed"
                 else:
+                    # Nothing correct yet (the default failed at some shape): mutate the
+                    # default anyway rather than stall.
+                    parents = pop.parents(3) or (Scored(default, Result("seed")),)
                     ctx = ProposalContext(
                         cfg.op, op_text(self.op), cfg.backend, asdict(self.backend.caps),
-                        default, pop.parents(3), pop.best, len(done),
+                        default, parents, pop.best, len(done),
                         self.rng.randrange(1 << 30), self.bench_dims, self.gpu, ceilings,
                         self._similar(arch) if cfg.proposer == "claude" else ())
                     got = proposer.propose(ctx, n)
