@@ -419,7 +419,10 @@ def print_c(stmts: list, lang: CLang, ind: int = 1, in_grid: bool = False) -> li
             if s.kind == "grid" and lang.omp and not in_grid:
                 out.append(f"{pad}#pragma omp parallel for collapse({len(_grid_chain(s))}) "
                            "schedule(static)")
-            elif s.kind == "simd" and lang.omp:
+            elif s.kind == "simd" and lang.omp and (s.vector or not s.reduction):
+                # A reduction loop is left to the auto-vectorizer (-ffast-math lets it
+                # reassociate): GCC 12 fails to vectorize `omp simd reduction` loops nested
+                # in other loops (it privatizes the accumulator through memory).
                 extra = f" reduction({_omp_op(s.reduction[0])}:{s.reduction[1]})" \
                     if s.reduction else ""
                 extra += f" simdlen({s.vector})" if s.vector else ""
