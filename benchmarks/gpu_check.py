@@ -21,22 +21,6 @@ import traceback
 import numpy as np
 
 
-def ceilings(torch, do_bench):
-    n = 1 << 30  # 4 GiB copy (fp32 elements), read + written
-    a = torch.empty(n, dtype=torch.float32, device="cuda")
-    b = torch.empty_like(a)
-    t = do_bench(lambda a=a, b=b: b.copy_(a), warmup=50, rep=200, return_mode="median")
-    copy_bps = 2 * a.numel() * 4 / (t * 1e-3)
-    del a, b
-    best = 0.0
-    for m, k, n2 in ((8192, 8192, 8192), (8192, 4096, 4096)):
-        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        w = torch.randn(k, n2, device="cuda", dtype=torch.bfloat16)
-        t = do_bench(lambda x=x, w=w: x @ w, warmup=50, rep=200, return_mode="median")
-        best = max(best, 2 * m * k * n2 / (t * 1e-3))
-    return copy_bps, best
-
-
 def check_op(d, args, copy_bps: float, mm_flops: float) -> dict:
     import torch
     from triton.testing import do_bench
@@ -89,13 +73,15 @@ def main() -> int:
     args = ap.parse_args()
 
     import torch
-    from triton.testing import do_bench
 
     from kevolve import ops as O
 
     names = [n for n in args.ops.split(",") if n] or O.names()
     t0 = time.time()
-    copy_bps, mm_flops = ceilings(torch, do_bench)
+    from kevolve.agent.hardware import measure_ceilings
+
+    c = measure_ceilings(gpu=True)
+    copy_bps, mm_flops = c["copy_bytes_per_s"], c["matmul_flops"]
     print(f"ceilings: copy {copy_bps / 1e12:.2f} TB/s, bf16 matmul {mm_flops / 1e12:.0f} "
           f"TFLOP/s ({time.time() - t0:.1f} s)", flush=True)
     rows = []

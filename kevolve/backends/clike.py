@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..ir.nodes import AxisRef, Const, Dim, Expr, Load, Reduce, walk
 from ..schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
-from .pyexpr import Ctx, PyLang, emit
+from .pyexpr import Ctx, PyLang, emit, linear_offset
 from .tilewriter import grid_count, levels, reduces_in
 
 # -- statements ---------------------------------------------------------------------------
@@ -384,13 +384,8 @@ class ScalarBuilder:
         return f"{acc}[{idx}]" if size else acc
 
     def store(self, st: Step, val: str, ctx: Ctx, body: list) -> None:
-        from .pyexpr import strides
         out = st.stage.out
-        terms = []
-        for i, s in zip(st.stage.store_index, strides(out.shape)):
-            t = self.ex(i, ctx)
-            terms.append(t if s == Const(1) else f"{t} * {self.ex(s, ctx)}")
-        off = " + ".join(f"({t})" for t in terms) if terms else "0"
+        off = linear_offset(st.stage.store_index, out.shape, lambda e: self.ex(e, ctx))
         cast = self.lang.store_cast.get(out.dtype.name, "{}").format(val)
         body.append(Assign(f"{ptr(out.name)}[{off}]", cast))
 

@@ -69,6 +69,15 @@ def strides(shape: tuple[Expr, ...]) -> list[Expr]:
     return list(reversed(out))
 
 
+def linear_offset(index: tuple[Expr, ...], shape: tuple[Expr, ...], go) -> str:
+    """Row-major element offset of `index` into a buffer of `shape`, printed with `go`."""
+    terms = []
+    for i, s in zip(index, strides(shape)):
+        t = go(i)
+        terms.append(t if s == Const(1) else f"{t} * {go(s)}")
+    return " + ".join(f"({t})" for t in terms) if terms else "0"
+
+
 def axes_in(e: Expr) -> list[str]:
     from ..ir.nodes import walk
     seen: list[str] = []
@@ -101,14 +110,9 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
         if isinstance(x, Load):
             if x.buffer.name in ctx.locals:
                 return ctx.locals[x.buffer.name]
-            st = strides(x.buffer.shape)
-            terms = []
             guards, ctx.guards = ctx.guards, []  # index loads (offsets) are not guarded
-            for i, s in zip(x.index, st):
-                t = go(i)
-                terms.append(t if s == Const(1) else f"{t} * {go(s)}")
+            off = linear_offset(x.index, x.buffer.shape, go)
             ctx.guards = guards
-            off = " + ".join(f"({t})" for t in terms) if terms else "0"
             return lang.load(ptr(x.buffer.name), off, mask_of(ctx, axes_in(x)), x)
         if isinstance(x, Unary):
             if x.op == "neg":

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ...ir import dtypes as dt
 from ...ir.nodes import AxisRef, Cast, Const, Dim, Expr, Load, Op, Reduce, op_dims, walk
 from ...schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
-from ..pyexpr import Ctx, PyLang, axes_in, emit, mask_of
+from ..pyexpr import Ctx, PyLang, axes_in, emit, linear_offset, mask_of
 from ..tilewriter import grid_count, levels, reduces_in
 
 TL = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16", "i32": "tl.int32",
@@ -382,12 +382,7 @@ class KernelWriter:
 
     def store(self, st: Step, val: str, ctx: Ctx) -> None:
         out = st.stage.out
-        from ..pyexpr import strides
-        terms = []
-        for i, s in zip(st.stage.store_index, strides(out.shape)):
-            t = self.ex(i, ctx)
-            terms.append(t if s == Const(1) else f"{t} * {self.ex(s, ctx)}")
-        off = " + ".join(f"({t})" for t in terms) if terms else "0"
+        off = linear_offset(st.stage.store_index, out.shape, lambda e: self.ex(e, ctx))
         if self.k.rank and not any(self._loop(ln).role == "block" for mm in st.spatial
                                    for ln in mm.loops):
             # every output axis is on the grid but a reduction made the value a [1, ...]
