@@ -30,10 +30,7 @@ def command(op_ref: str, schedule_path: str | None) -> None:
         echo(f"schedule ({schedule_path}):")
         echo(trace.pretty())
         return
-    try:
-        from ..schedule import default_trace
-    except ImportError as e:  # the schedule package is not there (yet)
-        echo(f"(no default schedule: {e})")
-        return
+    from ..schedule import default_trace
+
     echo("default schedule:")
     echo(default_trace(op).pretty())
