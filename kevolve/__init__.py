@@ -1,10 +1,10 @@
 """kevolve: accelerator kernels as a search problem.
 
-Light to import: the embedding API (`kevolve.lower`, `kevolve.build`, `kevolve.plan`,
-`kevolve.schedule`) loads on first use, and no backend toolchain (torch, triton, numba)
-is imported until a backend that needs it is used."""
+Light to import: the embedding API (`kevolve.lower`, `kevolve.build`, `kevolve.plan`;
+`kevolve.api.schedule`, since `kevolve.schedule` is the package) loads on first use, and
+no backend toolchain (torch, triton, numba) is imported until a backend needs it."""
 
-_API = ("lower", "build", "plan", "schedule", "backend", "as_trace")
+_API = ("lower", "build", "plan", "backend", "as_trace")
 
 
 def __getattr__(name: str):

@@ -49,6 +49,19 @@ class For:
 
 
 @dataclass
+class Prefetch:
+    """A hint to fetch the cache line at `addr` (an lvalue) ahead of its use."""
+
+    addr: str
+
+
+@dataclass
+class If:
+    cond: str
+    body: list
+
+
+@dataclass
 class Check:
     """Early exit of the launcher when a shape guard fails."""
 
@@ -71,6 +84,8 @@ class CLang:
     to_acc: str = "(float)({})"  # a value converted to the accumulator type
     zero: str = "0.0f"
     store_cast: dict = None  # output dtype -> "{}" template applied to stored values
+    prefetch: str | None = None  # "{}" template for a prefetch of an address, if any
+    line_bytes: int = 64
 
 
 def c_float(v: float) -> str:
@@ -345,6 +360,7 @@ class ScalarBuilder:
                 if self.block_of(m) is None:
                     self.value(m, rctx, out, None)
             body = self.reduce_loops(st, r, rctx, out, False, None)
+            self.prefetches(st, r, rctx, body)
             inner = self.spatial_nest(st, rctx, body)
             tgt = f"{acc}[{idx}]"
             v = self.ex(r.body, rctx)
@@ -353,6 +369,43 @@ class ScalarBuilder:
                 fix = self.spatial_nest(st, rctx.child(), out)
                 self.empty_fix(r, rctx, fix, tgt)
         return f"{acc}[{idx}]" if size else acc
+
+    def prefetches(self, st: Step, r: Reduce, ctx: Ctx, out: list) -> None:
+        """Fetch the rows gathered `distance` iterations ahead (embedding tables): one hint
+        per cache line of the row's tile, guarded so the index load stays in bounds."""
+        if not st.prefetch or self.lang.prefetch is None:
+            return
+        blk = [m for m in st.reduce if m.axis in r.axes]
+        if len(blk) != 1:
+            return
+        m = blk[0]
+        lp = next(x for x in st.reduce_loops if x.name == m.loops[-1])
+        if lp.role != "block":
+            return
+        dist_of = dict(st.prefetch)
+        a = m.axis
+        for ld in [n for n in walk(r.body) if isinstance(n, Load) and n.buffer.name in dist_of
+                   and any(isinstance(x, Load) for e in n.index for x in walk(e))]:
+            dist = dist_of[ld.buffer.name]
+            tiles = [sm for sm in st.spatial if self.block_of(sm) is not None]
+            width = max((self.block_of(sm).size for sm in tiles), default=1)
+            step = max(1, self.lang.line_bytes // ld.buffer.dtype.itemsize)
+            hints = []
+            for k in range(0, width, step):  # one hint per cache line of the row's tile
+                c = ctx.child()
+                c.axes[a.name] = f"({ctx.axes[a.name]} + {dist})"
+                for sm in tiles:
+                    base = self.outer_part(sm)
+                    c.axes[sm.axis.name] = str(k) if base == "0" else f"({base} + {k})"
+                hints.append(Prefetch(self.ex(ld, c)))
+            # Fetch across segment boundaries (the next bag's rows too): guard only that the
+            # index loads stay inside their buffers.
+            c = ctx.child()
+            c.axes[a.name] = f"({ctx.axes[a.name]} + {dist})"
+            conds = [f"({self.ex(ix.index[0], c)}) < ({self.ex(ix.buffer.shape[0], c)})"
+                     for e in ld.index for ix in walk(e)
+                     if isinstance(ix, Load) and ix.buffer.ndim == 1]
+            out.append(If(" && ".join(conds) or "1", hints))
 
     def empty_fix(self, r: Reduce, ctx: Ctx, out: list, target: str) -> None:
         """max/min of an empty segment is 0 (FBGEMM), not the identity."""
@@ -410,6 +463,13 @@ def print_c(stmts: list, lang: CLang, ind: int = 1, in_grid: bool = False) -> li
             out.append(f"{pad}/* {s.text} */")
         elif isinstance(s, Check):
             out.append(f"{pad}if (!({s.cond})) return {s.code};")
+        elif isinstance(s, Prefetch):
+            if lang.prefetch:
+                out.append(f"{pad}{lang.prefetch.format(s.addr)};")
+        elif isinstance(s, If):
+            out.append(f"{pad}if ({s.cond}) {{")
+            out.extend(print_c(s.body, lang, ind + 1, in_grid))
+            out.append(f"{pad}}}")
         elif isinstance(s, For):
             if s.kind == "grid" and lang.omp and not in_grid:
                 out.append(f"{pad}#pragma omp parallel for collapse({len(_grid_chain(s))}) "

@@ -29,7 +29,8 @@ CPU_LANG = CLang(
     ident={"sum": "0.0f", "max": "(-FLT_MAX)", "min": "FLT_MAX"},
     combine={"sum": "{a} + {b}", "max": "fmaxf({a}, {b})", "min": "fminf({a}, {b})"},
     omp=True, store_cast={"bf16": "kv_round_bf16({})", "i64": "(int64_t)({})",
-                          "i32": "(int32_t)({})"})
+                          "i32": "(int32_t)({})"},
+    prefetch="__builtin_prefetch(&{}, 0, 0)")
 
 CFLAGS = ("-O3", "-march=native", "-fopenmp", "-ffast-math", "-fPIC", "-std=c11")
 # Linked without -ffast-math: gcc would add crtfastmath.o, which flushes subnormals to zero

@@ -279,6 +279,22 @@ def _cache(op: Op, st: StageSched, d: dict, i: int) -> StageSched:
     return replace(st, caches=caches)
 
 
+def _prefetch(op: Op, st: StageSched, d: dict, i: int) -> StageSched:
+    s = op.stage(st.name)
+    gathers = [n for n in walk_stage(s) if isinstance(n, Load) and n.buffer.name == d["buffer"]
+               and any(isinstance(x, Load) for e in n.index for x in walk(e))]
+    if not gathers:
+        raise MoveError(i, "semantics.prefetch_not_gather", f"stage {st.name!r} does not "
+                        f"gather from {d['buffer']!r} (no load of it through an index "
+                        "load)", "prefetch a buffer read as table[indices[l], d]")
+    if d.get("distance", 8) > 256:
+        raise MoveError(i, "schema.bad_value", "prefetch distance over 256",
+                        "use a distance of a few to a few dozen iterations")
+    pf = tuple(p for p in st.prefetch if p[0] != d["buffer"]) + \
+        ((d["buffer"], d.get("distance", 8)),)
+    return replace(st, prefetch=pf)
+
+
 def _reduction(op: Op, st: StageSched, d: dict, i: int) -> StageSched:
     if not any(lp.kind == "reduce" for lp in st.loops):
         raise MoveError(i, "semantics.no_reduction", f"stage {st.name!r} does not reduce",
@@ -292,7 +308,8 @@ def _reduction(op: Op, st: StageSched, d: dict, i: int) -> StageSched:
 
 _APPLY = {"split": _split, "reorder": _reorder, "fuse": _fuse, "bind": _bind,
           "vectorize": _vectorize, "unroll": _unroll, "inline": _inline,
-          "compute_at": _compute_at, "cache": _cache, "reduction": _reduction}
+          "compute_at": _compute_at, "cache": _cache, "reduction": _reduction,
+          "prefetch": _prefetch}
 
 
 def apply_trace(op: Op, trace: Trace) -> Schedule:

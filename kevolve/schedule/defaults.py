@@ -34,6 +34,18 @@ def _contraction(body) -> bool:
     return False
 
 
+def _gathered(s) -> list[str]:
+    """Buffers a stage reads inside a reduction through an index load (table[indices[l]])."""
+    out = []
+    for r in walk(s.body):
+        if isinstance(r, Reduce):
+            for n in walk(r.body):
+                if isinstance(n, Load) and n.buffer.name not in out and any(
+                        isinstance(x, Load) for e in n.index for x in walk(e)):
+                    out.append(n.buffer.name)
+    return out
+
+
 def _bound(e, dims):
     try:
         return eval_int(e, dims) if dims is not None else None
@@ -71,6 +83,10 @@ def default_trace(op: Op, dims: dict[str, int] | None = None) -> Trace:
             moves.append({"m": "split", "stage": s.name, "axis": k.name, "size": "$BK"})
         else:
             _maybe_split_reduce(op, s.name, moves, dec, dims)
+    for s in op.stages:  # gathers inside reductions (embedding rows): fetch ahead on CPUs
+        for buf in _gathered(s):
+            dec["$PF"] = 8
+            moves.append({"m": "prefetch", "stage": s.name, "buffer": buf, "distance": "$PF"})
     r0 = op.stage(roots[0])
     if _contraction(r0.body) and grid_axis[roots[0]].endswith("o"):
         dec.setdefault("$BK", 32)

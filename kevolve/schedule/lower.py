@@ -292,7 +292,7 @@ def _step(ss: StageSched, stage, bodies, spatial: dict[str, AxisMap], level, loo
     if dot and strat in ("single", "looped"):
         strat = "dot"
     return Step(stage, body, level, tuple(spatial[a.name] for a in stage.axes),
-                tuple(red_loops), tuple(red_maps), strat, None, is_root)
+                tuple(red_loops), tuple(red_maps), strat, None, is_root, ss.prefetch)
 
 
 def _strip(x: Expr) -> Expr:

@@ -57,6 +57,11 @@ MOVES: dict[str, MoveSpec] = {m.name: m for m in (
     MoveSpec("cache", {"stage": NAME, "buffer": NAME, "scope": _enum("shared", "local")},
              ("stage", "buffer", "scope"),
              "Stage the tile of `buffer` that `stage` reads in shared or local memory."),
+    MoveSpec("prefetch", {"stage": NAME, "buffer": NAME, "distance": INT},
+             ("stage", "buffer"),
+             "Fetch the rows a gathered load of `buffer` will read `distance` iterations "
+             "ahead (default 8): hides the latency of embedding-table gathers on CPUs. "
+             "Tile backends ignore it (their hardware runs loads ahead already)."),
     MoveSpec("reduction", {"stage": NAME, "strategy": _enum("single", "looped", "online",
                                                             "split"),
                            "factor": INT},

@@ -49,6 +49,7 @@ class Step:
     strategy: str  # single | looped | online | dot | none
     online_max: str | None = None  # for online: the max stage folded into this sum
     is_root: bool = False
+    prefetch: tuple[tuple[str, int], ...] = ()  # (buffer, distance): gathers to fetch ahead
 
 
 @dataclass(frozen=True)

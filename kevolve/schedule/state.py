@@ -33,6 +33,7 @@ class StageSched:
     reduction_by: int | None = None
     split_factor: int | None = None
     caches: tuple[tuple[str, str], ...] = ()
+    prefetch: tuple[tuple[str, int], ...] = ()  # (buffer, distance) for gathered loads
 
     def loop(self, name: str) -> LoopAxis | None:
         for lp in self.loops:

@@ -65,6 +65,7 @@ class HeuristicProposer:
             "vectorize": lambda: mu.vectorize_inner(t, r, op, gpu),
             "rows": lambda: mu.rows_per_program(t, r, op),
             "precision": lambda: mu.toggle_precision(t, r, gpu, op),
+            "prefetch": lambda: mu.toggle_prefetch(t, r, gpu),
         }[name]()
 
     def propose(self, ctx: ProposalContext, n: int) -> list[Proposal]:
@@ -76,7 +77,7 @@ class HeuristicProposer:
         for p in parents:
             self.seen.add(Trace.from_json(p.trace_json).to_json())
         names = ["scale", "scale", "warps", "stages", "online", "reduce_split", "vectorize",
-                 "rows", "precision"]
+                 "rows", "precision", "prefetch"]
         out: list[Proposal] = []
         for _ in range(self.attempts * max(1, n)):
             if len(out) >= n:

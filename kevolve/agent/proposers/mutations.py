@@ -81,6 +81,21 @@ def toggle_precision(t: Trace, rng: random.Random, gpu: bool, op: Op) -> Trace |
     return rebuild(t, moves)
 
 
+def toggle_prefetch(t: Trace, rng: random.Random, gpu: bool) -> Trace | None:
+    """CPU gathers: drop the prefetch hints, or bring them back at a random distance."""
+    if gpu:
+        return None
+    moves = moves_of(t)
+    have = [m for m in moves if m["m"] == "prefetch"]
+    if not have:
+        return None
+    dec = dict(t.decisions)
+    dec["$PF"] = rng.choice((2, 4, 8, 16, 32)) if dec.get("$PF") else 8
+    for m in have:
+        m["distance"] = "$PF"
+    return rebuild(t, moves, dec)
+
+
 def _stage_of(moves, stage):
     return [m for m in moves if m.get("stage") == stage]
 
