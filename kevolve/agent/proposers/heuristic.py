@@ -66,6 +66,8 @@ class HeuristicProposer:
             "rows": lambda: mu.rows_per_program(t, r, op),
             "precision": lambda: mu.toggle_precision(t, r, gpu, op),
             "prefetch": lambda: mu.toggle_prefetch(t, r, gpu),
+            "unroll": lambda: mu.unroll_loop(t, r, op),
+            "split": lambda: mu.split_tile(t, r, op),
         }[name]()
 
     def propose(self, ctx: ProposalContext, n: int) -> list[Proposal]:
@@ -77,7 +79,7 @@ class HeuristicProposer:
         for p in parents:
             self.seen.add(Trace.from_json(p.trace_json).to_json())
         names = ["scale", "scale", "warps", "stages", "online", "reduce_split", "vectorize",
-                 "rows", "precision", "prefetch"]
+                 "rows", "precision", "prefetch", "unroll", "split"]
         out: list[Proposal] = []
         for _ in range(self.attempts * max(1, n)):
             if len(out) >= n:

@@ -81,6 +81,55 @@ def toggle_precision(t: Trace, rng: random.Random, gpu: bool, op: Op) -> Trace |
     return rebuild(t, moves)
 
 
+def unroll_loop(t: Trace, rng: random.Random, op: Op) -> Trace | None:
+    """Unroll a loop of the root (or stop unrolling it)."""
+    moves = moves_of(t)
+    root = op.stage(op.outputs[0])
+    names = [a.name for a in root.axes] + [a.name for a in root.reduce_axes]
+    for m in moves:
+        if m["m"] == "split" and m["stage"] == root.name:
+            names += list(m.get("into", [f"{m['axis']}o", f"{m['axis']}i"]))
+            names.remove(m["axis"])
+    bound = {m["axis"] for m in moves if m["m"] == "bind" and m["stage"] == root.name}
+    cands = [n for n in names if n not in bound]
+    if not cands:
+        return None
+    ax = rng.choice(cands)
+    have = [m for m in moves if m["m"] == "unroll" and m["stage"] == root.name
+            and m["axis"] == ax]
+    if have:
+        moves = [m for m in moves if m not in have]
+    else:
+        moves.append({"m": "unroll", "stage": root.name, "axis": ax,
+                      "factor": rng.choice((2, 4, 8))})
+    return rebuild(t, moves)
+
+
+def split_tile(t: Trace, rng: random.Random, op: Op) -> Trace | None:
+    """Split the root's innermost whole axis into chunks (or undo such a split)."""
+    moves = moves_of(t)
+    root = op.stage(op.outputs[0])
+    a = root.axes[-1].name
+    sp = _split_of(moves, root.name, a)
+    dec = dict(t.decisions)
+    if sp is not None:
+        if any(m["m"] in ("vectorize", "unroll") and m.get("axis") in
+               sp.get("into", [f"{a}o", f"{a}i"]) for m in moves):
+            return None
+        bound = any(m["m"] == "bind" and m.get("axis") in sp.get("into", [f"{a}o"])
+                    for m in moves)
+        if bound:
+            return None
+        moves.remove(sp)
+        return rebuild(t, moves, dec)
+    if any(m["m"] == "bind" and m["stage"] == root.name and m["axis"] == a for m in moves):
+        return None
+    key = f"$T_{a}"
+    dec[key] = rng.choice((32, 64, 128, 256, 512, 1024))
+    moves.append({"m": "split", "stage": root.name, "axis": a, "size": key})
+    return rebuild(t, moves, dec)
+
+
 def toggle_prefetch(t: Trace, rng: random.Random, gpu: bool) -> Trace | None:
     """CPU gathers: drop the prefetch hints, or bring them back at a random distance."""
     if gpu:
