@@ -4,18 +4,24 @@ recorded failure; the worker is replaced and the search goes on.
 
 Workers are persistent (imports and compiled kernels are reused) and start with `spawn`,
 so a CUDA context or Triton's process-wide interpreter mode never leaks from the parent.
-Timing takes a lock shared by all workers: one timing at a time on a device."""
+Timing takes a lock shared by all workers: one timing at a time on a device.
+
+Each worker leads a process group of its own: killing a worker kills what it started too
+(a hung compiler), and a worker whose parent died (`kill -9` of the search) kills its group
+within a second instead of running a runaway kernel on. Workers report the stage they are
+in through shared memory, so a crash, timeout or oom says where it happened."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
-from .types import EvalJob, Result
+from .types import STAGES, EvalJob, Result
 
 STICKY = ("CUDA error", "illegal memory access", "device-side assert", "unspecified launch")
 
@@ -36,11 +42,36 @@ class _SlotLock:
         self.lock.release()
 
 
-def _worker_main(conn, lock, held, slot: int, env: dict) -> None:
+def _isolate(grouped) -> None:
+    """Lead a process group (the parent kills the whole group) and watch the parent: when it
+    is gone, kill the group (or just exit, if this process could not lead one)."""
+    parent = os.getppid()
+    try:
+        os.setpgid(0, 0)
+        grouped.value = 1
+    except (AttributeError, OSError):
+        pass
+
+    def watch():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                if os.getpgrp() == os.getpid():
+                    os.killpg(os.getpid(), signal.SIGKILL)
+                os._exit(1)
+
+    threading.Thread(target=watch, name="kevolve-parent-watch", daemon=True).start()
+
+
+def _worker_main(conn, lock, held, stage, grouped, slot: int, env: dict) -> None:
+    _isolate(grouped)
     os.environ.update(env)
     from .evaluate import Evaluator
 
-    ev = Evaluator(_SlotLock(lock, held, slot))
+    def on_stage(name: str) -> None:
+        stage[slot] = STAGES.index(name) + 1 if name in STAGES else 0
+
+    ev = Evaluator(_SlotLock(lock, held, slot), on_stage=on_stage)
     while True:
         try:
             msg = conn.recv()
@@ -69,6 +100,7 @@ def rss_mb(pid: int) -> float:
 class _Slot:
     proc: mp.Process
     conn: object
+    grouped: object  # shared flag: the worker leads its own process group
     job: EvalJob | None = None
     started: float = 0.0
     peak_mb: float = 0.0
@@ -89,20 +121,37 @@ class WorkerPool:
         self.env = {"OMP_WAIT_POLICY": "PASSIVE", **(env or {})}
         self.poll_s = poll_s
         self.held = self.ctx.Array("b", self.n)
+        self.stage = self.ctx.Array("b", self.n)  # 1 + index in STAGES; 0: not started
         self.slots: list[_Slot] = [self._start(i) for i in range(self.n)]
 
     def _start(self, i: int) -> _Slot:
         parent, child = self.ctx.Pipe()
+        grouped = self.ctx.Value("b", 0)
         p = self.ctx.Process(target=_worker_main,
-                             args=(child, self.lock, self.held, i, self.env), daemon=True)
+                             args=(child, self.lock, self.held, self.stage, grouped, i,
+                                   self.env), daemon=True)
         p.start()
         child.close()
-        return _Slot(p, parent)
+        return _Slot(p, parent, grouped)
+
+    def _stage_of(self, i: int) -> str | None:
+        k = self.stage[i]
+        return STAGES[k - 1] if 0 < k <= len(STAGES) else None
+
+    def _kill(self, s: _Slot) -> None:
+        """SIGKILL the worker and everything in its process group (a compiler it started)."""
+        try:
+            if s.grouped.value:
+                os.killpg(s.proc.pid, signal.SIGKILL)
+                return
+        except (ProcessLookupError, PermissionError):
+            pass
+        if s.proc.is_alive():
+            s.proc.kill()
 
     def _replace(self, i: int) -> None:
         s = self.slots[i]
-        if s.proc.is_alive():
-            s.proc.kill()
+        self._kill(s)
         s.proc.join(5)
         try:
             s.conn.close()
@@ -116,9 +165,10 @@ class WorkerPool:
     def map(self, jobs):
         pending = list(jobs)
         while pending or any(s.job is not None for s in self.slots):
-            for s in self.slots:
+            for i, s in enumerate(self.slots):
                 if s.job is None and pending:
                     s.job, s.started, s.peak_mb = pending.pop(0), time.time(), 0.0
+                    self.stage[i] = 0
                     s.conn.send(s.job.to_dict())
             busy = [s for s in self.slots if s.job is not None]
             ready = wait([s.conn for s in busy] + [s.proc.sentinel for s in busy],
@@ -128,25 +178,29 @@ class WorkerPool:
                     continue
                 job = s.job
                 res = None
+                stage = self._stage_of(i)
+                where = f" (stage: {stage})" if stage else ""
+                diag = {"stage": stage} if stage else {}
                 if s.conn in ready:
                     try:
                         res = Result.from_dict(s.conn.recv())
                     except (EOFError, OSError):
-                        res = self._died(s)
+                        res = self._died(s, where, diag)
                 elif s.proc.sentinel in ready or not s.proc.is_alive():
-                    res = self._died(s)
+                    res = self._died(s, where, diag)
                 else:
                     mb = rss_mb(s.proc.pid)
                     s.peak_mb = max(s.peak_mb, mb)
                     elapsed = time.time() - s.started
                     if mb > self.mem_limit_mb:
                         res = Result("oom", message=f"worker resident memory {mb:.0f} MB "
-                                     f"exceeded the {self.mem_limit_mb:.0f} MB limit; killed",
+                                     f"exceeded the {self.mem_limit_mb:.0f} MB limit{where}; "
+                                     "killed", diagnostics={**diag, "rss_mb": round(mb)},
                                      seconds=elapsed)
                     elif elapsed > self.timeout_s:
                         res = Result("timeout", message=f"no result after {elapsed:.0f} s "
-                                     f"(limit {self.timeout_s:.0f} s); killed",
-                                     seconds=elapsed)
+                                     f"(limit {self.timeout_s:.0f} s){where}; killed",
+                                     diagnostics=diag, seconds=elapsed)
                     if res is not None:
                         self._replace(i)
                 if res is None:
@@ -156,13 +210,16 @@ class WorkerPool:
                     self._replace(i)  # a dead or poisoned (sticky CUDA error) worker
                 yield job, res
 
-    def _died(self, s: _Slot) -> Result:
+    def _died(self, s: _Slot, where: str = "", diag: dict | None = None) -> Result:
         s.proc.join(1)
         code = s.proc.exitcode
-        why = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 \
-            else f"exit code {code}"
-        return Result("crash", message=f"worker died during evaluation ({why})",
-                      seconds=time.time() - s.started)
+        try:
+            why = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 \
+                else f"exit code {code}"
+        except ValueError:
+            why = f"signal {-code}"
+        return Result("crash", message=f"worker died during evaluation ({why}){where}",
+                      diagnostics=dict(diag or {}), seconds=time.time() - s.started)
 
     def close(self) -> None:
         for s in self.slots:
@@ -173,7 +230,8 @@ class WorkerPool:
         for s in self.slots:
             s.proc.join(2)
             if s.proc.is_alive():
-                s.proc.kill()
+                self._kill(s)
+                s.proc.join(2)
 
     def __enter__(self):
         return self
