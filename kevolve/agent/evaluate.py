@@ -2,13 +2,16 @@
 
 Correctness is judged against the float64 reference interpreter with a tolerance by
 output dtype; outputs are poisoned with NaN first (NaN never passes) and inputs must come
-back unchanged. Timing is a median after warm-up (device events through
-`triton.testing.do_bench` on GPUs; `perf_counter` on CPUs)."""
+back unchanged, after the checks and after timing (a kernel that writes its inputs while
+being timed would corrupt the inputs later candidates are checked on). Timing is a median
+after warm-up (device events through `triton.testing.do_bench` on GPUs; `perf_counter` on
+CPUs). An unexpected exception anywhere is a `crash` result, never the end of a worker."""
 
 from __future__ import annotations
 
 import statistics
 import time
+import traceback
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -159,20 +162,35 @@ class Evaluator:
     """Evaluates jobs inside one (worker) process, keeping what is expensive to redo: built
     kernels (by source hash) and reference outputs (by op, shape and seed)."""
 
-    def __init__(self, timing_lock=None):
+    def __init__(self, timing_lock=None, on_stage=None):
         self.timing_lock = timing_lock
+        self.on_stage = on_stage  # called with each stage's name as it starts (the worker
+        self.stage: str | None = None  # tells its parent, so a kill says where)
         self._refs: dict = {}
         self._kernels: dict = {}
         self._cases: dict = {}  # (op, shape, seed, lib, device) -> (case, inputs)
 
+    def _enter(self, stage: str) -> None:
+        self.stage = stage
+        if self.on_stage is not None:
+            self.on_stage(stage)
+
     def evaluate(self, job: EvalJob) -> Result:
         t0 = time.perf_counter()
         diag: dict = {}
+        self.stage = None
         try:
             res = self._run(job, diag)
         except _Fail as f:
             diag.update(f.diagnostics)
             res = Result(f.stage, message=_trim(f.message), diagnostics=diag)
+        except Exception as e:  # a bug or a broken backend: recorded, the worker lives on
+            self._cases.clear()  # whatever raised may have left them half-written
+            tb = "".join(traceback.format_exception(e)[-3:])
+            diag["stage"] = self.stage
+            res = Result("crash", message=_trim(f"evaluation raised {type(e).__name__}: {e} "
+                                                f"(stage: {self.stage})\n{tb}"),
+                         diagnostics=diag)
         return replace(res, seconds=time.perf_counter() - t0)
 
     # -- stages ------------------------------------------------------------------------
@@ -180,12 +198,14 @@ class Evaluator:
         from ..backends.cpu import CompileError
         from ..schedule import MoveError, apply_trace, lower
 
+        self._enter("legality")
         try:
             sched = apply_trace(op, trace)
             plan = lower(sched, dims)
             be.check(sched, plan)
         except MoveError as e:
             raise _Fail("legality", str(e), {"error": e.to_dict()}) from None
+        self._enter("render")
         try:
             src = be.render(plan)
         except MoveError as e:
@@ -194,6 +214,7 @@ class Evaluator:
             raise _Fail("render", f"{type(e).__name__}: {e}") from None
         k = self._kernels.get(src.hash)
         if k is None:
+            self._enter("compile")
             try:
                 k = be.build(src)
             except (CompileError, Exception) as e:
@@ -247,8 +268,9 @@ class Evaluator:
         ckey, (case, ins) = self._case(opdef, op, shape, seed, lib, device)
         dims = bind_dims(op, case.inputs, case.params)
         src, k = self._kernel(op, trace, be, dims, diag)
-        before = {n: (v.clone() if lib == "torch" else v.copy()) for n, v in ins.items()}
+        before = _copy(ins, lib)
         outs = alloc_outputs(op, dims, lib, device)
+        self._enter("correctness")
         self._call(k, ins, outs, case.params, sync)
         key = (op.name, repr(sorted(shape.items())), seed)
         ref = self._reference(opdef, op, case, key, gpu, ins)
@@ -270,6 +292,7 @@ class Evaluator:
         from ..ops import LIBRARY
         from ..schedule import MoveError, Trace
 
+        self._enter("legality")
         if job.op not in LIBRARY:
             resolve_op(job.op)  # a clear error for a bad spec path
             raise _Fail("legality", f"{job.op} has no input generators; evolve needs a "
@@ -307,6 +330,8 @@ class Evaluator:
 
         fl = floor(op, case.inputs, case.params)
         diag.update(floor_bytes=fl.bytes, floor_flops=fl.flops)
+        before = _copy(ins, lib)
+        self._enter("timing")
         lock = self.timing_lock
         if lock is not None:
             lock.acquire()
@@ -324,10 +349,20 @@ class Evaluator:
         finally:
             if lock is not None:
                 lock.release()
+        changed = unchanged(before, ins)
+        if changed:
+            self._drop_cases(ins)
+            raise _Fail("correctness", f"shape {job.bench_shape}: the kernel modified input "
+                        f"{changed!r} while it was being timed (its checks left it intact)")
         t = median(times)
         diag["achieved_bytes_per_s"] = fl.bytes / (t * 1e-3) if t > 0 else None
         return Result("ok", time_ms=t, times_ms=tuple(times), baseline_ms=base,
                       max_error=diag.get("max_error"), diagnostics=diag, source_hash=src.hash)
+
+    def _drop_cases(self, ins) -> None:
+        for key, (_, cached) in list(self._cases.items()):
+            if cached is ins:
+                self._cases.pop(key)
 
     def _bench_setup(self, opdef, op, trace, be, shape, seed, diag, lib, device):
         _, (case, ins) = self._case(opdef, op, shape, seed, lib, device)
@@ -345,6 +380,10 @@ class Evaluator:
                 return time_gpu(lambda: opdef.torch_eager(tins, case.params))
             return median(time_cpu(lambda: opdef.torch_eager(tins, case.params),
                                    repeat=repeat))
+
+
+def _copy(arrays: dict, lib: str) -> dict:
+    return {n: (v.clone() if lib == "torch" else v.copy()) for n, v in arrays.items()}
 
 
 def _set_threads(n: int) -> None:
