@@ -5,7 +5,12 @@ degree, tile class, warps, splits): each niche keeps its fastest correct trace, 
 come from the global best and from random elites. Every candidate and result goes to the
 SQLite archive as it happens, so a killed search resumes with nothing lost but what was
 in flight. Candidates whose generated code is identical to one already measured on this
-hardware (moves that commute or change nothing) reuse that result instead of running."""
+hardware (moves that commute or change nothing) reuse that result instead of running.
+
+Too good to be true: a time below the roofline floor (the bytes the op must move at the
+measured copy bandwidth, its FLOPs at the measured matmul rate) is not believed. Such a
+candidate is checked at the full benchmark shape and timed again; it counts only if the
+new time is no longer below the floor, else it is recorded as `suspicious`."""
 
 from __future__ import annotations
 
@@ -46,6 +51,12 @@ class SearchConfig:
     backend_options: dict = field(default_factory=dict)
     top_k: int = 4  # a candidate faster than the k-th best is verified at the bench shape
     repeat: int = 15
+    # A time below roofline_slack x the roofline floor is suspicious (0 turns the check
+    # off). It applies when the op moves at least roofline_min_bytes (None: any amount on
+    # GPUs, whose timing flushes L2; on CPUs, 4x the last-level cache, since CPU timing
+    # reuses cache-resident inputs).
+    roofline_slack: float = 0.9
+    roofline_min_bytes: int | None = None
 
 
 @dataclass
@@ -118,6 +129,93 @@ class Population:
         return tuple(out)
 
 
+def floor_ms(result: Result, ceilings: dict) -> float | None:
+    """The roofline floor of a result's op at its bench shape, in ms: the larger of its
+    floor bytes at the copy ceiling and its floor FLOPs at the matmul ceiling (from the
+    result's diagnostics); None when neither is known."""
+    d = result.diagnostics or {}
+    parts = []
+    for need, rate in (("floor_bytes", "copy_bytes_per_s"), ("floor_flops", "matmul_flops")):
+        n, r = d.get(need), ceilings.get(rate)
+        if isinstance(n, (int, float)) and isinstance(r, (int, float)) and n > 0 and r > 0:
+            parts.append(n / r)
+    return max(parts) * 1e3 if parts else None
+
+
+def suspicious(result: Result, ceilings: dict, slack: float = 0.9, min_bytes: int = 0) -> bool:
+    """True when an ok result's median time is below `slack` x its roofline floor: faster
+    than the hardware can move its bytes or do its FLOPs. Ops that move fewer than
+    `min_bytes` (cache-resident on the timing machine) are never suspicious."""
+    if not result.ok or result.time_ms is None or slack <= 0:
+        return False
+    if (result.diagnostics or {}).get("floor_bytes", 0) < min_bytes:
+        return False
+    fl = floor_ms(result, ceilings)
+    return fl is not None and result.time_ms < slack * fl
+
+
+def last_level_cache_bytes() -> int:
+    """Bytes of last-level cache on this machine (all instances), the larger of what sysfs
+    and sysconf say; 256 MiB when neither says."""
+    import glob
+
+    level, seen = 0, {}
+    for d in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*"):
+        try:
+            with open(f"{d}/type") as f:
+                if f.read().strip() == "Instruction":
+                    continue
+            with open(f"{d}/level") as f:
+                lv = int(f.read())
+            with open(f"{d}/size") as f:
+                size = f.read().strip()
+            with open(f"{d}/shared_cpu_list") as f:
+                shared = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+        nbytes = int(size.rstrip("KMG") or 0) * mult
+        if lv > level:
+            level, seen = lv, {}
+        if lv == level:
+            seen[shared] = nbytes
+    total = sum(seen.values())
+    try:
+        total = max(total, int(os.sysconf("SC_LEVEL3_CACHE_SIZE")))
+    except (ValueError, OSError, AttributeError):
+        pass
+    return total if total > 0 else 256 << 20
+
+
+def _in_flight(arch, op_id: int) -> list[tuple[str, str, int | None]]:
+    """(trace, note, parent) of this op's candidates with no result anywhere: those a killed
+    search was evaluating. (Another search running on the archive right now may be
+    evaluating them too; then both record a result.)"""
+    rows = arch._read("SELECT trace_json, note, parent_id FROM candidates c WHERE op_id = ? "
+                      "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.candidate_id = c.id) "
+                      "ORDER BY id", (op_id,))
+    return [(r[0], r[1] or "in flight when a search stopped", r[2]) for r in rows]
+
+
+def _sound(arch) -> None:
+    """Raise ArchiveError (naming the file) unless SQLite's quick_check passes: damage
+    inside the file's pages is otherwise found only by the query that reads them, which
+    may come after this search has written to the file."""
+    import sqlite3
+
+    from .archive import ArchiveError
+
+    try:
+        rows = [r[0] for r in arch._read("PRAGMA quick_check")]
+    except sqlite3.Error as e:
+        raise ArchiveError(f"archive {arch.path} is corrupt ({e}); restore it from a copy, or "
+                           "pass --db with another file; nothing was written to it") from e
+    if rows != ["ok"]:
+        raise ArchiveError(f"archive {arch.path} is corrupt ({'; '.join(rows[:3])}); restore "
+                           "it from a copy, or pass --db with another file; nothing was "
+                           "written to it")
+
+
 def run_hash(source_hash: str, backend: str, toolchain: dict, hardware: str) -> str:
     key = json.dumps([source_hash, backend, toolchain, hardware], sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:24]
@@ -152,6 +250,31 @@ class Search:
         self.toolchain = toolchain(cfg.backend)
         self.rng = random.Random(cfg.seed)
         self.default_json = default_trace(self.op, self.bench_dims).to_json()
+        self.ceilings: dict = {}
+        # The roofline check needs measured times (not an emulator's estimate).
+        measured = getattr(self.backend, "timing", "measured") != "estimate"
+        self.roofline_slack = cfg.roofline_slack if measured else 0.0
+        self.roofline_min_bytes = cfg.roofline_min_bytes if cfg.roofline_min_bytes is not None \
+            else 0 if self.gpu else max(64 << 20, 4 * last_level_cache_bytes())
+
+    def floor_ceilings(self) -> dict:
+        """The ceilings a time is held against. The CPU copy ceiling is one thread's
+        (numpy's copy), so a kernel on t threads is allowed t times that bandwidth."""
+        c = dict(self.ceilings)
+        if not self.gpu and self.threads and c.get("copy_bytes_per_s"):
+            c["copy_bytes_per_s"] = c["copy_bytes_per_s"] * self.threads
+        return c
+
+    def suspicion(self, res: Result) -> str | None:
+        """Why a result is too good to be true, or None."""
+        c = self.floor_ceilings()
+        if not suspicious(res, c, self.roofline_slack, self.roofline_min_bytes):
+            return None
+        d, fl = res.diagnostics, floor_ms(res, c)
+        return (f"{res.time_ms:.4g} ms is below {self.roofline_slack:g} x the roofline floor "
+                f"{fl:.4g} ms ({d.get('floor_bytes')} bytes at "
+                f"{c.get('copy_bytes_per_s', 0) / 1e9:.4g} GB/s, {d.get('floor_flops')} FLOP at "
+                f"{c.get('matmul_flops', 0) / 1e9:.4g} GFLOP/s): faster than the hardware allows")
 
     # -- pieces ------------------------------------------------------------------------
     def job(self, trace_json: str, cand: int | None, baseline: bool, verify: bool,
@@ -206,12 +329,14 @@ class Search:
         summ = Summary(cfg.op, cfg.backend, self.hardware)
         pool = pop = None
         try:
+            _sound(arch)  # before the first write: a damaged file is refused, not extended
             op_id = arch.op_id(self.op)
             ceilings = arch.ceilings(self.hardware)
             if not ceilings:
                 ceilings = measure_ceilings(self.gpu, self.threads)
                 for k, v in ceilings.items():
                     arch.set_ceiling(self.hardware, k, v)
+            self.ceilings = ceilings
             pop = Population(self.rng)
             done = arch.evaluated(op_id, cfg.backend, self.hardware)
             default = self.default_json
@@ -230,6 +355,8 @@ class Search:
                 popts["archive"] = arch  # token usage goes to the archive
             proposer = make_proposer(cfg.proposer, **popts)
             seeds = [(default, "default", None)]
+            if cfg.resume:  # what a killed run had in flight: recorded, never evaluated
+                seeds = _in_flight(arch, op_id) + seeds
             for hw in arch.hardware_names():
                 if hw != self.hardware:
                     b = arch.best(cfg.op, cfg.backend, hw)
@@ -325,20 +452,44 @@ class Search:
 
     def _verify(self, pool, job: EvalJob, res: Result, pop: Population) -> Result:
         """A candidate that would enter the top of the population is re-checked at the
-        full benchmark shape before it counts."""
-        if not res.ok or res.time_ms is None or res.time_ms >= pop.kth_time(self.cfg.top_k):
+        full benchmark shape before it counts. One whose time is below the roofline floor
+        is also timed again: it counts (with the new time) only if that time is no longer
+        below the floor; otherwise it is recorded as `suspicious`."""
+        if not res.ok or res.time_ms is None:
             return res
-        vjob = replace(job, check_shapes=(), check_bench_shape=True, time=False,
+        why = self.suspicion(res)
+        if why is None and res.time_ms >= pop.kth_time(self.cfg.top_k):
+            return res
+        vjob = replace(job, check_shapes=(), check_bench_shape=True, time=why is not None,
                        baseline=False)
-        for _, vres in pool.map([vjob]):
-            if not vres.ok:
-                return replace(vres, message=f"benchmark-shape check: {vres.message}",
-                               diagnostics={**res.diagnostics, **vres.diagnostics})
-            d = dict(res.diagnostics)
-            d["verified_bench_shape"] = True
-            d["max_error_bench"] = vres.max_error
+        vres = None
+        for _, got in pool.map([vjob]):
+            vres = got
+        if vres is None:
+            return res
+        if not vres.ok:
+            return replace(vres, message=f"benchmark-shape check: {vres.message}",
+                           diagnostics={**res.diagnostics, **vres.diagnostics})
+        d = dict(res.diagnostics)
+        d["verified_bench_shape"] = True
+        d["max_error_bench"] = vres.max_error
+        if why is None:
             return replace(res, diagnostics=d)
-        return res
+        d["suspicious"] = {"time_ms": res.time_ms, "times_ms": list(res.times_ms),
+                           "reason": why}
+        again = self.suspicion(vres)
+        seconds = res.seconds + vres.seconds
+        if again is not None:
+            self.on_event("suspicious", {"candidate": job.candidate_id, "reason": again})
+            return Result("suspicious", time_ms=vres.time_ms, times_ms=vres.times_ms,
+                          baseline_ms=res.baseline_ms, max_error=res.max_error,
+                          message=f"too fast to be true, twice: first {why}; timed again, "
+                          f"{again}", diagnostics=d, source_hash=res.source_hash,
+                          seconds=seconds)
+        d["retimed"] = True
+        d["achieved_bytes_per_s"] = vres.diagnostics.get("achieved_bytes_per_s")
+        return replace(res, time_ms=vres.time_ms, times_ms=vres.times_ms, diagnostics=d,
+                       seconds=seconds)
 
     def _record(self, arch, op_id, cand, trace_json, res: Result, rh, done, summ, pop):
         arch.add_result(cand, self.hardware, self.cfg.backend, self.toolchain, res, rh,

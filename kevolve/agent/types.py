@@ -7,9 +7,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
-# Verdicts: "ok", or the stage that failed, cheapest first.
+# Verdicts: "ok", or the stage that failed, cheapest first; then what the worker pool
+# records when a worker dies, hangs or grows too large; and "suspicious": a time below the
+# roofline floor that did not go away when timed again (kevolve.agent.search._verify).
 STAGES = ("legality", "render", "compile", "correctness", "timing")
-FAILURES = STAGES + ("crash", "timeout", "oom")
+FAILURES = STAGES + ("crash", "timeout", "oom", "suspicious")
 
 
 @dataclass(frozen=True)

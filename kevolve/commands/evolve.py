@@ -37,12 +37,15 @@ from ._shapes import backend_option, parse
               help="Seconds per candidate before its worker is killed.")
 @click.option("--mem-limit", type=float, default=16384, show_default=True,
               help="MB of resident memory per worker before it is killed (oom).")
+@click.option("--roofline-slack", type=float, default=0.9, show_default=True,
+              help="A time below this fraction of the roofline floor is too good to be "
+              "true: timed again, and kept only if it no longer is (0 turns it off).")
 @click.option("--interpret", is_flag=True, help="Triton: use Triton's interpreter.")
 @click.option("--json", "as_json", is_flag=True,
               help="Progress to stderr, one JSON object to stdout.")
 def command(op_ref, backend_name, budget, minutes, proposer, traces, model, workers,
             executor, address, db, resume, seed, shape_args, threads, timeout, mem_limit,
-            interpret, as_json) -> None:
+            roofline_slack, interpret, as_json) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -61,6 +64,7 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
                        executor=executor, address=address, db=db or DEFAULT_DB,
                        resume=resume, seed=seed, shape=preset, shape_overrides=over,
                        threads=threads, timeout_s=timeout, mem_limit_mb=mem_limit,
+                       roofline_slack=roofline_slack,
                        backend_options={"interpret": True} if interpret else {})
     con = Console(stderr=True) if as_json else console()
     prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
