@@ -290,6 +290,14 @@ class _Run:
 
     # -- stages --------------------------------------------------------------------------
     def run_stage(self, s: Compute) -> None:
+        try:
+            self._run_stage(s)
+        except InterpError as e:  # name the line of the spec that made the stage
+            if s.loc and not str(e).startswith(s.loc):
+                raise InterpError(f"{s.loc}: {e}") from None
+            raise
+
+    def _run_stage(self, s: Compute) -> None:
         self.stage = s.name
         dom = _Domain([], {})
         for a in s.axes:

@@ -68,7 +68,7 @@ def _check_axis_bounds(s: Compute, a, in_scope: set[str]) -> None:
                                 loc=a.loc or s.loc)
 
 
-def _check_load(s: Compute, n: Load) -> None:
+def _check_load(s: Compute, n: Load, guarded: bool = False) -> None:
     if len(n.index) != n.buffer.ndim:
         raise SpecError(f"{n.buffer.name!r} has {n.buffer.ndim} dims but is indexed with "
                         f"{len(n.index)}", f"index {n.buffer.name} with {n.buffer.ndim} "
@@ -79,31 +79,60 @@ def _check_load(s: Compute, n: Load) -> None:
             raise SpecError(f"index {k} of {n.buffer.name!r} has type {t}",
                             "indices must be integers: cast(..., i64)", stage=s.name, loc=s.loc)
         if isinstance(ix, AxisRef) and not ix.axis.is_jagged:
-            _check_static_bound(s, n, k, ix)
+            _check_static_bound(s, n, k, ix, low_too=not guarded)
+        elif not guarded:  # inside a where() branch the read may be masked: not decidable
+            shifted = _axis_plus_const(ix)
+            if shifted is not None and not shifted[0].axis.is_jagged:
+                _check_static_bound(s, n, k, *shifted)
 
 
-def _check_static_bound(s: Compute, n: Load, k: int, ix: AxisRef) -> None:
-    """Decidable out-of-bounds reads: a plain axis whose range provably exceeds the dim."""
+def _axis_plus_const(ix: Expr) -> tuple[AxisRef, int] | None:
+    """(axis, c) when an index is `axis + c`, `c + axis` or `axis - c` with an integer c."""
+    if not isinstance(ix, Binary) or ix.op not in ("add", "sub"):
+        return None
+    a, b = ix.a, ix.b
+    if ix.op == "add" and isinstance(a, Const) and isinstance(b, AxisRef):
+        a, b = b, a
+    if isinstance(a, AxisRef) and isinstance(b, Const) and isinstance(b.value, int) \
+            and not isinstance(b.value, bool):
+        return a, b.value if ix.op == "add" else -b.value
+    return None
+
+
+def _check_static_bound(s: Compute, n: Load, k: int, ix: AxisRef, offset: int = 0,
+                        low_too: bool = True) -> None:
+    """Decidable out-of-bounds reads: a plain axis (plus a constant) whose range provably
+    leaves the dim whenever the axis is not empty."""
     ext, start, dim = ix.axis.extent, ix.axis.start, n.buffer.shape[k]
     if not isinstance(start, Const):
         return
+    lo = start.value + offset  # the first index read
     hi = None
     if isinstance(ext, Const) and isinstance(dim, Const):
-        hi = start.value + ext.value > dim.value
-    elif isinstance(ext, Dim) and isinstance(dim, Dim) and start.value > 0 and ext == dim:
+        hi = ext.value > 0 and lo + ext.value > dim.value
+    elif isinstance(ext, Dim) and isinstance(dim, Dim) and lo > 0 and ext == dim:
         hi = True
-    if hi:
+    low = low_too and lo < 0 and not (isinstance(ext, Const) and ext.value <= 0)
+    if not (hi or low):
+        return
+    hint = f"shrink the axis, or guard the read: where(cond, {n.buffer.name}[...], 0.0)"
+    if not offset and not low:  # the axis itself is too long: point at the axis
         raise SpecError(f"axis {ix.axis.name!r} runs past dim {k} of {n.buffer.name!r} "
-                        f"(extent {_show(ext)} from {start.value}, dim {_show(dim)})",
-                        "shrink the axis or index with a guard (where)", stage=s.name,
-                        axis=ix.axis.name, loc=ix.axis.loc or s.loc)
+                        f"(extent {_show(ext)} from {start.value}, dim {_show(dim)})", hint,
+                        stage=s.name, axis=ix.axis.name, loc=ix.axis.loc or s.loc)
+    what = f"{ix.axis.name} {'+' if offset >= 0 else '-'} {abs(offset)}" if offset \
+        else ix.axis.name
+    side = "below 0" if low else f"past dim {k}"
+    raise SpecError(f"index {what} of {n.buffer.name!r} runs {side} (axis {ix.axis.name!r}: "
+                    f"extent {_show(ext)} from {start.value}; dim {k} of {n.buffer.name!r}: "
+                    f"{_show(dim)})", hint, stage=s.name, axis=ix.axis.name, loc=s.loc)
 
 
 def _show(e: Expr) -> str:
     return str(e.value) if isinstance(e, Const) else e.name if isinstance(e, Dim) else "?"
 
 
-def _check_expr(s: Compute, e: Expr, scope: set[str]) -> None:
+def _check_expr(s: Compute, e: Expr, scope: set[str], guarded: bool = False) -> None:
     if isinstance(e, AxisRef):
         if e.axis.name not in scope:
             if e.axis.kind == REDUCE:
@@ -131,10 +160,10 @@ def _check_expr(s: Compute, e: Expr, scope: set[str]) -> None:
                                 loc=a.loc or s.loc)
             _check_axis_bounds(s, a, in_scope=inner)
             inner.add(a.name)
-        _check_expr(s, e.body, inner)
+        _check_expr(s, e.body, inner, guarded)
         return
     if isinstance(e, Load):
-        _check_load(s, e)
+        _check_load(s, e, guarded)
     if isinstance(e, Binary):
         ta, tb = dtype_of(e.a), dtype_of(e.b)
         strong = not _weak(e.a) and not _weak(e.b)
@@ -147,8 +176,13 @@ def _check_expr(s: Compute, e: Expr, scope: set[str]) -> None:
     if isinstance(e, Unary) and e.op not in ("neg", "abs", "not") and not dtype_of(e.x).is_float:
         raise SpecError(f"{e.op} of an integer", "cast the argument to a float type",
                         stage=s.name, loc=s.loc)
+    if isinstance(e, Where):
+        _check_expr(s, e.cond, scope, guarded)
+        _check_expr(s, e.a, scope, True)
+        _check_expr(s, e.b, scope, True)
+        return
     for c in children(e):
-        _check_expr(s, c, scope)
+        _check_expr(s, c, scope, guarded)
 
 
 def _weak(e: Expr) -> bool:
