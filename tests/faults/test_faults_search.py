@@ -1,0 +1,193 @@
+"""Faults during a search: candidates that segfault, loop forever, allocate until killed,
+or whose compiler hangs. Each is recorded with its verdict, the stage it was in and why;
+the search finishes its budget; the archive stays consistent.
+
+One search on the `faulty` backend holds them all: the backend picks each candidate's fault
+from the plan's num_warps (a launch hint the CPU backend ignores), and a replay proposer
+supplies the default trace with num_warps changed. Two workers, so the two hangs wait out
+their timeout side by side."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from kevolve.agent.archive import Archive
+from kevolve.agent.evaluate import Evaluator
+from kevolve.agent.search import SearchConfig, evolve
+from kevolve.agent.types import EvalJob
+from kevolve.agent.worker import WorkerPool
+from kevolve.ops import LIBRARY
+from kevolve.schedule import default_trace
+
+SOFTMAX = LIBRARY["softmax"]
+SMALL = SOFTMAX.shape("small")
+TIMEOUT_S = 10
+MEM_MB = 600
+# num_warps -> the fault of that candidate (the default trace at "small" has 4: honest)
+FAULTS = {2: "hang", 16: "compile_hang", 1: "segfault", 8: "oom", 32: "none"}
+
+
+def trace_with_warps(w: int) -> dict:
+    t = json.loads(default_trace(SOFTMAX.op, SOFTMAX.dims(SMALL)).to_json())
+    for m in t["moves"]:
+        if m["m"] == "launch":
+            m["num_warps"] = w
+    return t
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting to be reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids, seconds: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        left = [p for p in pids if alive(p)]
+        if not left:
+            return []
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+def check_consistent(db: Path, expect_candidates: int) -> list[sqlite3.Row]:
+    """integrity_check ok; every candidate has at most one result per (hardware, backend);
+    the counts add up. Returns the latest result of each candidate with its trace."""
+    with Archive(db, create=False) as a:
+        assert a.check() == ["ok"]
+        info = a.info()
+        (g,) = info["groups"]
+        assert g["candidates"] == expect_candidates
+        assert g["ok"] + g["failed"] == g["candidates"]
+        assert info["unevaluated"] == 0
+        assert info["counts"]["results"] == expect_candidates
+    c = sqlite3.connect(db)
+    c.row_factory = sqlite3.Row
+    try:
+        dup = c.execute("SELECT candidate_id, count(*) n FROM results GROUP BY candidate_id, "
+                        "hardware, backend HAVING n > 1").fetchall()
+        assert not dup, [tuple(r) for r in dup]
+        return c.execute("SELECT r.*, c.trace_json FROM results r JOIN candidates c "
+                         "ON c.id = r.candidate_id ORDER BY r.id").fetchall()
+    finally:
+        c.close()
+
+
+def test_a_search_survives_crash_hang_oom_and_a_hung_compiler(faulty, tmp_path):
+    traces = tmp_path / "traces.json"
+    traces.write_text(json.dumps([trace_with_warps(w) for w in FAULTS]))
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    events = []
+    cfg = SearchConfig(
+        "softmax", "faulty", budget=1 + len(FAULTS), shape="small", db=str(tmp_path / "a.db"),
+        proposer="replay", proposer_options={"path": str(traces)}, workers=2, threads=1,
+        repeat=3, timeout_s=TIMEOUT_S, mem_limit_mb=MEM_MB,
+        backend_options={"by_warps": {str(w): f for w, f in FAULTS.items()},
+                         "pid_dir": str(pids)})
+    summ = evolve(cfg, lambda kind, data: events.append(kind))
+
+    assert summ.evaluated == cfg.budget  # the budget is finished despite four faults
+    assert dict(summ.failures) == {"timeout": 2, "crash": 1, "oom": 1}
+    assert summ.best is not None and summ.best.result.ok
+    assert "stalled" not in events
+
+    rows = check_consistent(tmp_path / "a.db", cfg.budget)
+    by_fault = {}
+    for r in rows:
+        warps = next(m["num_warps"] for m in json.loads(r["trace_json"])["moves"]
+                     if m["m"] == "launch")
+        by_fault[FAULTS.get(warps, "default")] = r
+    diag = {k: json.loads(r["diagnostics"]) for k, r in by_fault.items()}
+
+    seg = by_fault["segfault"]
+    assert seg["verdict"] == "crash" and "signal SIGSEGV" in seg["message"]
+    assert diag["segfault"]["stage"] == "correctness"
+    hang = by_fault["hang"]
+    assert hang["verdict"] == "timeout" and f"limit {TIMEOUT_S} s" in hang["message"]
+    assert diag["hang"]["stage"] == "correctness" and "(stage: correctness)" in hang["message"]
+    oom = by_fault["oom"]
+    assert oom["verdict"] == "oom" and f"{MEM_MB} MB limit" in oom["message"]
+    assert diag["oom"]["stage"] == "correctness" and diag["oom"]["rss_mb"] > MEM_MB
+    comp = by_fault["compile_hang"]
+    assert comp["verdict"] == "timeout" and "(stage: compile)" in comp["message"]
+    assert diag["compile_hang"]["stage"] == "compile"
+    assert by_fault["default"]["verdict"] == "ok" and by_fault["none"]["verdict"] == "ok"
+
+    # The hung "compiler" was killed with its worker (the worker leads a process group),
+    # not left behind sleeping for an hour.
+    (compiler,) = pids.glob("compiler.*")
+    (hung,) = pids.glob("hang.*")  # and the worker stuck in the endless kernel is gone
+    assert wait_gone([int(compiler.read_text()), int(hung.read_text())]) == []
+
+
+def test_the_pool_replaces_a_dead_worker(faulty):
+    trace = default_trace(SOFTMAX.op, SOFTMAX.dims(SMALL)).to_json()
+    jobs = [EvalJob("softmax", "faulty", trace, SMALL, (), (0,), {"fault": f}, time=False,
+                    threads=1) for f in ("segfault", "none")]
+    with WorkerPool(1, timeout_s=60, mem_limit_mb=MEM_MB) as pool:
+        first = pool.slots[0].proc.pid
+        got = [r for _, r in pool.map(jobs)]
+        assert [r.verdict for r in got] == ["crash", "ok"], [r.message for r in got]
+        assert pool.slots[0].proc.pid != first and not alive(first)
+
+
+PARENT = """
+import sys
+sys.path[:0] = {path!r}
+from kevolve.agent.types import EvalJob
+from kevolve.agent.worker import WorkerPool
+job = EvalJob("softmax", "faulty", {trace!r}, {shape!r}, (), (0,),
+              {{"fault": "hang", "pid_dir": {pid_dir!r}}}, time=False, threads=1)
+with WorkerPool(1, timeout_s=600) as pool:
+    list(pool.map([job]))
+"""
+
+
+def test_a_worker_whose_parent_was_killed_stops_its_runaway_kernel(faulty, tmp_path):
+    """kill -9 of the process that owns the pool (the search) must not leave a worker
+    spinning on a kernel that never ends: the worker watches its parent and kills its own
+    process group when the parent is gone."""
+    import signal
+    import subprocess
+    import sys
+
+    trace = default_trace(SOFTMAX.op, SOFTMAX.dims(SMALL)).to_json()
+    code = PARENT.format(path=[p for p in sys.path if p], trace=trace, shape=SMALL,
+                         pid_dir=str(tmp_path))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    parent = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob("hang.*")) and time.monotonic() < deadline:
+            assert parent.poll() is None, "the pool's process ended early"
+            time.sleep(0.1)
+        (marker,) = tmp_path.glob("hang.*")  # the worker is inside the endless kernel
+        worker = int(marker.name.split(".")[1])
+        assert alive(worker)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        assert wait_gone([worker]) == []
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+def test_an_error_inside_the_evaluator_is_a_crash_result_not_a_dead_worker(faulty):
+    """Anything the evaluator did not expect (here: the backend refuses its options) is a
+    `crash` result that says what was raised; the worker process lives on."""
+    trace = default_trace(SOFTMAX.op, SOFTMAX.dims(SMALL)).to_json()
+    res = Evaluator().evaluate(EvalJob("softmax", "faulty", trace, SMALL, (), (0,),
+                                       {"fault": "no-such-fault"}, time=False, threads=1))
+    assert res.verdict == "crash"
+    assert "evaluation raised ValueError: unknown fault 'no-such-fault'" in res.message
+    assert res.diagnostics["stage"] == "legality"
