@@ -367,7 +367,7 @@ def test_evolve_with_claude_on_the_fake_transport(tmp_path):
                        threads=1, repeat=3, timeout_s=120, proposer="claude",
                        proposer_options={"client": api.client(), "max_retries": 1})
     s = evolve(cfg)
-    assert s.evaluated == 4 and s.best is not None
+    assert s.evaluated + s.reused == 4 and s.best is not None  # reused: identical code
     with sqlite3.connect(tmp_path / "a.db") as c:
         rows = c.execute("select proposer, note, trace_json from candidates order by id").fetchall()
     by = {}
