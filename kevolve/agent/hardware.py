@@ -66,15 +66,26 @@ def measure_ceilings(gpu: bool, threads: int | None = None) -> dict:
             t = do_bench(lambda x=x, w=w: x @ w, return_mode="median")
             best = max(best, 2 * m * k * n / (t * 1e-3))
         return {"copy_bytes_per_s": copy, "matmul_flops": best}
-    import numpy as np
-    a = np.ones(1 << 25, dtype=np.float32)  # 128 MiB: far beyond the caches
-    b = np.empty_like(a)
-    ts = []
-    for _ in range(5):
+    try:
+        import torch
+        if threads:
+            torch.set_num_threads(threads)
+        a = torch.ones(1 << 26)  # 256 MiB, copied with the same threads the kernels get
+        b = torch.empty_like(a)
+        ts = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            b.copy_(a)
+            ts.append(time.perf_counter() - t0)
+        copy = 2 * a.numel() * 4 / sorted(ts)[len(ts) // 2]
+        del a, b
+    except ImportError:
+        import numpy as np
+        a = np.ones(1 << 26, dtype=np.float32)
+        b = np.empty_like(a)
         t0 = time.perf_counter()
         np.copyto(b, a)
-        ts.append(time.perf_counter() - t0)
-    copy = 2 * a.nbytes / sorted(ts)[len(ts) // 2]
+        copy = 2 * a.nbytes / (time.perf_counter() - t0)
     try:
         import torch
         if threads:
