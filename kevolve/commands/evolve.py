@@ -79,8 +79,8 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
                                  completed=min(data["prior"], budget) if resume else 0,
                                  status=data["hardware"])
         elif kind in ("result", "reused") and task is not None:
+            prog.advance(task)  # a reused result (identical code) uses up budget too
             if kind == "result":
-                prog.advance(task)
                 b, base = data["best"], data["baseline_ms"]
                 best = b.result.time_ms if b else None
                 fails = ", ".join(f"{k} {v}" for k, v in sorted(data["failures"].items()))
