@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.nodes import AxisRef, Const, Dim, Expr, Load, Reduce, walk
+from ..ir.nodes import AxisRef, Const, Dim, Expr, Load, Reduce, op_dims, walk
 from ..schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
 from .pyexpr import Ctx, PyLang, emit, linear_offset
 from .tilewriter import grid_count, levels, reduces_in
@@ -116,6 +116,21 @@ C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t",
 
 def c_load(ptr: str, off: str, mask, ld: Load) -> str:
     return f"{ptr}[{off}]"
+
+
+def c_signature(plan: Plan, restrict: str, ctype=None) -> dict:
+    """What every C-family launcher and kernel signature needs: dims in order, the named
+    buffers (inputs and outputs, then scratch), kernel parameters and call arguments."""
+    op = plan.op
+    ctype = ctype or (lambda b: C_TYPES[b.dtype.name])
+    dims = op_dims(op)
+    names = [b.name for b in op.inputs] + list(op.outputs)
+    every = names + list(plan.scratch)
+    return {"dims": dims, "names": names,
+            "buffers": [{"name": n, "ctype": ctype(op.buffer(n))} for n in names],
+            "params": ", ".join([f"{ctype(op.buffer(n))} *{restrict} p_{n}" for n in every] +
+                                [f"const int64_t d_{d}" for d in dims]),
+            "args": ", ".join([f"p_{n}" for n in every] + [f"d_{d}" for d in dims])}
 
 
 # -- the builder --------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from ..ir.interp import bind_dims
 from ..ir.nodes import op_dims
 from ..schedule.errors import MoveError
 from .base import Backend, Caps, Kernel, KernelSource, cache_dir
-from .clike import C_TYPES, CLang, ScalarBuilder, c_expr_lang, c_load, print_c
+from .clike import C_TYPES, CLang, ScalarBuilder, c_expr_lang, c_load, c_signature, print_c
 from .pyexpr import Ctx, emit
 from .templating import banner, render
 
@@ -59,14 +59,9 @@ class CpuBackend(Backend):
             if b.dtype.name not in self.caps.dtypes:
                 raise MoveError(None, "backend.dtype", f"the cpu backend has no {b.dtype} "
                                 f"(buffer {b.name!r})", "use an f32 variant of the op")
-        dims = op_dims(op)
-        names = [b.name for b in op.inputs] + list(op.outputs)
-        bufs = [{"name": n, "ctype": C_TYPES[_buf(op, n).dtype.name]} for n in names]
-        params = ", ".join([f"{C_TYPES[_buf(op, n).dtype.name]} *restrict p_{n}"
-                            for n in names + list(plan.scratch)] +
-                           [f"const int64_t d_{d}" for d in dims])
-        args = ", ".join([f"p_{n}" for n in names + list(plan.scratch)] +
-                         [f"d_{d}" for d in dims])
+        sig = c_signature(plan, "restrict")
+        dims, names, bufs = sig["dims"], sig["names"], sig["buffers"]
+        params, args = sig["params"], sig["args"]
         kernels = []
         for k in plan.kernels:
             body = "\n".join(print_c(ScalarBuilder(plan, k, CPU_LANG).build(), CPU_LANG))
@@ -95,7 +90,7 @@ class CpuBackend(Backend):
         op = plan.op
         dims_order = op_dims(op)
         names = [b.name for b in op.inputs] + list(op.outputs)
-        types = {n: _buf(op, n).dtype for n in names}
+        types = {n: op.buffer(n).dtype for n in names}
         lib.kv_launch.restype = ctypes.c_int
         lib.kv_launch.argtypes = [ctypes.POINTER(ctypes.c_void_p),
                                   ctypes.POINTER(ctypes.c_int64)]
@@ -120,13 +115,6 @@ class CpuBackend(Backend):
                 raise ValueError(source.meta["guards"][rc - 1] + " (this kernel was lowered "
                                  "for another shape class)")
         return Kernel(source, run, {"cc": self.cc})
-
-
-def _buf(op, name):
-    for b in op.inputs:
-        if b.name == name:
-            return b
-    return op.stage(name).out
 
 
 def compile_c(source: KernelSource, cc: str) -> ctypes.CDLL:

@@ -620,7 +620,7 @@ def render_module(plan: Plan, lang: GpuLang) -> dict:
     allb = names + list(plan.scratch)
     params = []
     for n in allb:
-        b = _buf(op, n)
+        b = op.buffer(n)
         const = "const " if n in {x.name for x in op.inputs} else ""
         params.append(f"{const}{lang.ptr_type(b.dtype)} *__restrict__ p_{n}")
     params += [f"const int64_t d_{d}" for d in dims]
@@ -650,22 +650,15 @@ def render_module(plan: Plan, lang: GpuLang) -> dict:
                                             for s in b.shape) or "1",
                         "numel_c": " * ".join(f"({emit(s, cctx, lang.clang.expr, str)})"
                                               for s in b.shape) or "1"})
-    buffers = [{"name": n, "ctype": lang.ptr_type(_buf(op, n).dtype)} for n in names]
+    buffers = [{"name": n, "ctype": lang.ptr_type(op.buffer(n).dtype)} for n in names]
     # argument unpacking for the emulator's per-kernel entry points (kv_emu_<kernel>)
-    emu_args = ", ".join([f"*({lang.ptr_type(_buf(op, n).dtype)} **)a[{i}]"
+    emu_args = ", ".join([f"*({lang.ptr_type(op.buffer(n).dtype)} **)a[{i}]"
                           for i, n in enumerate(allb)] +
                          [f"*(const int64_t *)a[{len(allb) + i}]" for i in range(len(dims))])
     return {"kernels": kernels, "params": ", ".join(params), "args": args, "dims": dims,
             "emu_args": emu_args,
             "buffers": buffers, "guards": guards, "scratch": scratch, "launch": launch,
             "buffer_names": names, "wmma": any(k.path == "dot-wmma" for k in kernels)}
-
-
-def _buf(op, name):
-    for b in op.inputs:
-        if b.name == name:
-            return b
-    return op.stage(name).out
 
 
 # -- the third legality layer for GPU C languages -----------------------------------------

@@ -111,13 +111,6 @@ def compile_emulated(source: KernelSource, cxx: str | None = None) -> ctypes.CDL
     return ctypes.CDLL(str(so))
 
 
-def _buf(op, name):
-    for b in op.inputs:
-        if b.name == name:
-            return b
-    return op.stage(name).out
-
-
 def guard_error(msg: str) -> ValueError:
     return ValueError(msg + " (this kernel was lowered for another shape class)")
 
@@ -129,7 +122,7 @@ def emulated_runner(source: KernelSource, lib: ctypes.CDLL):
     op = plan.op
     names = [b.name for b in op.inputs] + list(op.outputs)
     dims_order = op_dims(op)
-    types = {n: _buf(op, n).dtype for n in names}
+    types = {n: op.buffer(n).dtype for n in names}
     fn = lib.kv_launch
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64),

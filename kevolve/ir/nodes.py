@@ -217,6 +217,13 @@ class Op:
                 return s
         raise KeyError(name)
 
+    def buffer(self, name: str) -> Buffer:
+        """An input, or the buffer a stage writes, by name."""
+        for b in self.inputs:
+            if b.name == name:
+                return b
+        return self.stage(name).out
+
     @property
     def output_buffers(self) -> tuple[Buffer, ...]:
         return tuple(self.stage(n).out for n in self.outputs)

@@ -22,7 +22,7 @@ from ...resources import templates_dir
 from ...schedule.errors import MoveError
 from ...schedule.plan import KernelPlan, Plan
 from ..base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
-from ..clike import C_TYPES
+from ..clike import C_TYPES, c_signature
 from ..cpu import CompileError
 from ..pyexpr import Ctx, emit
 from ..templating import banner, render
@@ -125,14 +125,9 @@ class MtiaBackend(Backend):
     def render(self, plan: Plan) -> KernelSource:
         op = plan.op
         progs = self._programs(plan)
-        dims = op_dims(op)
-        names = [b.name for b in op.inputs] + list(op.outputs)
-        bufs = [{"name": n, "ctype": C_TYPES[_buf(op, n).dtype.name]} for n in names]
-        params = ", ".join([f"{C_TYPES[_buf(op, n).dtype.name]} *__restrict p_{n}"
-                            for n in names + list(plan.scratch)] +
-                           [f"const int64_t d_{d}" for d in dims])
-        args = ", ".join([f"p_{n}" for n in names + list(plan.scratch)] +
-                         [f"d_{d}" for d in dims])
+        sig = c_signature(plan, "__restrict")
+        dims, names, bufs = sig["dims"], sig["names"], sig["buffers"]
+        params, args = sig["params"], sig["args"]
         kernels = []
         for r in progs:
             t = r.text
@@ -192,7 +187,7 @@ class MtiaBackend(Backend):
         op = plan.op
         dims_order = op_dims(op)
         names = [b.name for b in op.inputs] + list(op.outputs)
-        types = {n: _buf(op, n).dtype for n in names}
+        types = {n: op.buffer(n).dtype for n in names}
         lib.kv_launch.restype = ctypes.c_int
         lib.kv_launch.argtypes = [ctypes.POINTER(ctypes.c_void_p),
                                   ctypes.POINTER(ctypes.c_int64),
@@ -244,13 +239,6 @@ def _footprint(k: KernelPlan, dims: dict[str, int]) -> int:
     locals_ = {st.stage.name for st in k.steps if not st.is_root}
     return sum(math.prod(eval_int(d, dims) for d in b.shape) * DEVICE_BYTES[b.dtype.name]
                for n, b in bufs.items() if n not in locals_)
-
-
-def _buf(op, name):
-    for b in op.inputs:
-        if b.name == name:
-            return b
-    return op.stage(name).out
 
 
 def compile_cpp(source: KernelSource, cxx: str) -> ctypes.CDLL:
