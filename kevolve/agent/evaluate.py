@@ -140,9 +140,6 @@ def median(xs: list[float]) -> float:
     return float(statistics.median(xs))
 
 
-def dims_of(op: Op, host: dict[str, np.ndarray], params: dict[str, int]) -> dict[str, int]:
-    return bind_dims(op, host, params)
-
 
 # -- one candidate, stage by stage ------------------------------------------------------
 

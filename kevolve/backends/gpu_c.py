@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..ir import dtypes as dt
-from ..ir.nodes import AxisRef, Cast, Const, Load, Reduce, op_dims, walk
+from ..ir.nodes import AxisRef, Const, Load, Reduce, op_dims, walk
 from ..schedule.errors import MoveError
 from ..schedule.plan import KernelPlan, Plan, Step
 from .clike import Assign, CLang, Comment, Decl, For, ScalarBuilder, c_float
@@ -763,10 +763,6 @@ def reads_contiguous(ld: Load, axis: str) -> bool:
     if not ld.index:
         return False
     return any(isinstance(x, AxisRef) and x.axis.name == axis for x in walk(ld.index[-1]))
-
-
-def strip_cast(e):
-    return e.x if isinstance(e, Cast) and e.dtype.is_float else e
 
 
 __all__ = ["GpuLang", "GpuBuilder", "CUDA_LANG", "hip_lang", "render_module", "check_gpu",

@@ -3,8 +3,8 @@ the order in which steps are emitted. A backend subclasses it and fills in the s
 
 from __future__ import annotations
 
-from ..ir.nodes import Const, Expr, Reduce, walk
-from ..schedule.plan import AxisMap, KernelPlan, PLoop, Step
+from ..ir.nodes import Expr, Reduce, walk
+from ..schedule.plan import KernelPlan, PLoop, Step
 
 
 def reduces_in(e: Expr) -> list[Reduce]:
@@ -42,7 +42,3 @@ def levels(k: KernelPlan) -> list[tuple[PLoop | None, list[Step]]]:
     for lp in seq:
         out.append((lp, [s for s in k.steps if s.level == lp.name]))
     return out
-
-
-def static_extent(m: AxisMap) -> bool:
-    return isinstance(m.axis.extent, Const)

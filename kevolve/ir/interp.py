@@ -20,7 +20,6 @@ from .nodes import (
     Axis,
     AxisRef,
     Binary,
-    Buffer,
     Cast,
     Compute,
     Const,
@@ -394,7 +393,3 @@ def run(op: Op, inputs: dict[str, np.ndarray], params: dict[str, int] | None = N
 
 def output_shapes(op: Op, dims: dict[str, int]) -> dict[str, tuple[int, ...]]:
     return {n: tuple(eval_int(d, dims) for d in op.stage(n).out.shape) for n in op.outputs}
-
-
-def buffer_shape(b: Buffer, dims: dict[str, int]) -> tuple[int, ...]:
-    return tuple(eval_int(d, dims) for d in b.shape)

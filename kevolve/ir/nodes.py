@@ -9,7 +9,7 @@ Source locations (`loc`) are kept for error messages but never take part in equa
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from . import dtypes as dt
@@ -350,12 +350,6 @@ def _weak(e: Expr) -> bool:
 def _strong(e: Expr) -> DType:
     return dtype_of(e)
 
-
-def replace_fields(obj, **changes):
-    """dataclasses.replace that keeps non-init-compared fields (loc) too."""
-    kw = {f.name: getattr(obj, f.name) for f in fields(obj)}
-    kw.update(changes)
-    return type(obj)(**kw)
 
 
 def op_dims(op: Op) -> list[str]:
