@@ -323,6 +323,17 @@ class ScalarBuilder:
 
     def reduce_loops(self, st: Step, r: Reduce, ctx: Ctx, out: list, simd: bool,
                      red: tuple[str, str] | None):
+        def block(lp, v, hi, inner, last):
+            return For(v, hi, inner, "simd" if simd else "seq", red if simd else None,
+                       lp.vector, lp.unroll)
+        return self.open_reduce_loops(st, r, ctx, out, block)
+
+    def open_reduce_loops(self, st: Step, r: Reduce, ctx: Ctx, out: list, block) -> list:
+        """Open the loops over `r`'s reduce axes (sequential chunk loops, then blocks, whose
+        statement `block(loop, var, bound, body, is_last_block)` builds) and bind the axis
+        values; returns the innermost body."""
+        blocks = [ln for m in st.reduce if m.axis in r.axes for ln in m.loops
+                  if next(x for x in st.reduce_loops if x.name == ln).role == "block"]
         body = out
         for m in st.reduce:
             if m.axis not in r.axes:
@@ -338,16 +349,14 @@ class ScalarBuilder:
                     body.append(For(v, f"(({ctx.axes['__ext_' + m.axis.name]}) + {s - 1}) / "
                                     f"{s}", inner, unroll=lp.unroll))
                     self.var[ln] = v
-                else:
-                    v = self.fresh(f"r_{ln}_")
-                    self.var[ln] = v
-                    body.append(For(v, self.block_bound(m, lp, ctx), inner,
-                                    "simd" if simd else "seq", red if simd else None,
-                                    lp.vector, lp.unroll))
                     body = inner
-                    self.value(m, ctx, body, v)
                     continue
+                v = self.fresh(f"r_{ln}_")
+                self.var[ln] = v
+                body.append(block(lp, v, self.block_bound(m, lp, ctx), inner,
+                                  bool(blocks) and ln == blocks[-1]))
                 body = inner
+                self.value(m, ctx, body, v)
         return body
 
     def reduce(self, st: Step, r: Reduce, ctx: Ctx, out: list, size, idx) -> str:

@@ -419,36 +419,11 @@ class GpuBuilder(ScalarBuilder):
                   lanes: tuple[str, int] | None) -> list:
         """Open the loops over `r`'s reduce axes; the innermost block loop is strided over
         `lanes` = (lane index, lane count) when a point's reduction is split."""
-        blocks = [ln for m in st.reduce if m.axis in r.axes for ln in m.loops
-                  if next(x for x in st.reduce_loops if x.name == ln).role == "block"]
-        last = blocks[-1] if blocks else None
-        body = out
-        for m in st.reduce:
-            if m.axis not in r.axes:
-                continue
-            self.bounds(m, ctx, body)
-            for ln in m.loops:
-                lp = next(x for x in st.reduce_loops if x.name == ln)
-                self.role[ln] = lp.role
-                inner: list = []
-                if lp.role == "seq":
-                    s = m.strides[m.loops.index(ln)]
-                    v = self.fresh(f"s_{ln}_")
-                    body.append(For(v, f"(({ctx.axes['__ext_' + m.axis.name]}) + {s - 1}) / "
-                                    f"{s}", inner, unroll=lp.unroll))
-                    self.var[ln] = v
-                    body = inner
-                    continue
-                v = self.fresh(f"r_{ln}_")
-                self.var[ln] = v
-                hi = self.block_bound(m, lp, ctx)
-                if lanes is not None and ln == last:
-                    body.append(Range(v, lanes[0], hi, str(lanes[1]), inner, lp.unroll))
-                else:
-                    body.append(For(v, hi, inner, unroll=lp.unroll))
-                body = inner
-                self.value(m, ctx, body, v)
-        return body
+        def block(lp, v, hi, inner, last):
+            if lanes is not None and last:
+                return Range(v, lanes[0], hi, str(lanes[1]), inner, lp.unroll)
+            return For(v, hi, inner, unroll=lp.unroll)
+        return self.open_reduce_loops(st, r, ctx, out, block)
 
     # -- reductions split over lanes -----------------------------------------------------
     def lane_reduce(self, st: Step, r: Reduce, ctx: Ctx, out: list, s: str | None, lane: str,
