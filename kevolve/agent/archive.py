@@ -506,12 +506,15 @@ class Archive:
 
     def _latest(self, where: str, args: tuple) -> list[sqlite3.Row]:
         """The latest result of each (candidate, backend, hardware) matching `where`, in the
-        order candidates were first evaluated there."""
+        order candidates were first evaluated there. A passing result without a time (a
+        correctness-only check) never hides a timed one: it would erase the candidate's
+        time from the population on resume."""
         part = "PARTITION BY r.candidate_id, r.backend, r.hardware"
+        untimed = "(r.verdict = 'ok' AND r.time_ms IS NULL)"
         return self._read(
             "WITH latest AS (SELECT r.*, c.op_id, c.trace_json, c.trace_hash, c.parent_id, "
             "c.proposer, c.generation, c.note, o.name AS op_name, o.ir_hash, "
-            f"row_number() OVER ({part} ORDER BY r.created DESC, r.id DESC) AS rn, "
+            f"row_number() OVER ({part} ORDER BY {untimed}, r.created DESC, r.id DESC) AS rn, "
             f"min(r.created) OVER ({part}) AS first_created, min(r.id) OVER ({part}) AS first_id "
             "FROM results r JOIN candidates c ON c.id = r.candidate_id "
             f"JOIN ops o ON o.id = c.op_id WHERE {where}) "
@@ -553,6 +556,23 @@ class Archive:
                  parent_id=row["parent_id"], proposer=row["proposer"],
                  generation=row["generation"], note=row["note"])
         return d
+
+    @_guarded
+    def fastest(self, op_name: str, backend: str | None, hardware: str | None = None,
+                k: int = 1) -> list[Scored]:
+        """The k fastest ok candidates, fastest first, one per distinct generated code."""
+        rows = sorted((r for r in self._latest(*self._where(op_name, backend, hardware))
+                       if r["verdict"] == "ok" and r["time_ms"] is not None),
+                      key=lambda r: r["time_ms"])
+        out, seen = [], set()
+        for r in rows:
+            if r["run_hash"] is not None and r["run_hash"] in seen:
+                continue
+            seen.add(r["run_hash"])
+            out.append(_scored_of(r))
+            if len(out) == k:
+                break
+        return out
 
     def best(self, op_name: str, backend: str | None,
              hardware: str | None = None) -> Scored | None:

@@ -114,10 +114,11 @@ def check_caps(backend: Backend, sched: Schedule, plan: Plan) -> None:
                     sizes[lp.pos] = max(sizes.get(lp.pos, 1), lp.size)
             for v in sizes.values():
                 elems *= v
-            if st.strategy == "dot":  # operands and accumulator are 2-d tiles
+            if st.strategy == "dot":  # operands and accumulator: 2-d tiles (x a batch)
                 kb = max(lp.size for lp in st.reduce_loops if lp.role == "block")
-                a, b = (sizes.get(p, 1) for p in (0, 1))
-                elems = max(a * b, a * kb, kb * b)
+                batch = sizes.get(0, 1) if k.rank == 3 else 1
+                a, b = (sizes.get(p, 1) for p in (k.rank - 2, k.rank - 1))
+                elems = batch * max(a * b, a * kb, kb * b)
             if elems > caps.max_tile_elems:
                 raise MoveError(None, "backend.tile_too_large", f"{k.name}: step "
                                 f"{st.stage.name!r} works on a tile of {elems} elements, over"

@@ -61,7 +61,8 @@ def command(op_ref: str, backend: str | None, hardware: str | None, db: str,
     out = console()
     for (be, hw), group in groups.items():
         ok = [r for r in group if r["verdict"] == "ok"]
-        best = min(ok, key=lambda r: r["time_ms"], default=None)
+        best = min((r for r in ok if r["time_ms"] is not None), key=lambda r: r["time_ms"],
+                   default=None)
         found = (f", best {ms(best['time_ms'])} ms (candidate {best['candidate_id']}, "
                  f"#{best['index']})" if best else ", none passed")
         echo(f"{name} on {be}, hardware {hw}: {len(group)} candidates, {len(ok)} ok{found}")

@@ -302,8 +302,11 @@ def _strip(x: Expr) -> Expr:
 def _is_dot(body: Expr, ss: StageSched, spatial: dict[str, AxisMap], blocks, rank: int,
             dims) -> bool:
     """A contraction the tile backends can hand to a matrix unit: the whole body is
-    sum_k(A * B), A spans block position 0 and k, B spans position 1 and k, tiles >= 16."""
-    if rank != 2 or not isinstance(body, Reduce) or body.op != "sum" or len(body.axes) != 1:
+    sum_k(A * B), A spans block position 0 and k, B spans position 1 and k, tiles >= 16.
+    With three block positions, the first is a batch both operands span (several samples
+    per program, e.g. rows_per_program on a grid axis): A spans 0, 1 and k, B 0, 2 and k."""
+    if rank not in (2, 3) or not isinstance(body, Reduce) or body.op != "sum" \
+            or len(body.axes) != 1:
         return False
     mul = body.body
     if not isinstance(mul, Binary) or mul.op != "mul":
@@ -315,7 +318,8 @@ def _is_dot(body: Expr, ss: StageSched, spatial: dict[str, AxisMap], blocks, ran
     kl = [lp for lp in ss.loops if lp.kind == "reduce" and k in lp.origin]
     ksize = next((lp.size if lp.part == "inner" else p2(_bound(body.axes[0], dims))
                   for lp in kl if lp.part != "outer"), 0)
-    if ksize < 16 or any(lp.size < 16 for lp in blocks.values()):
+    batch = rank - 2  # 0: no batch position; 1: position 0 is the batch
+    if ksize < 16 or any(lp.size < 16 for lp in blocks.values() if lp.pos >= batch):
         return False
     positions = []
     for ld in (a, b):
@@ -326,10 +330,14 @@ def _is_dot(body: Expr, ss: StageSched, spatial: dict[str, AxisMap], blocks, ran
                     if ln in blocks:
                         pos.add(blocks[ln].pos)
         names = {n.axis.name for n in walk(ld) if isinstance(n, AxisRef)}
+        if batch:
+            if 0 not in pos:
+                return False
+            pos.discard(0)
         if len(pos) != 1 or k not in names:
             return False
         positions.append(pos.pop())
-    return sorted(positions) == [0, 1]
+    return sorted(positions) == [batch, batch + 1]
 
 
 def _reuse_pos(a: Axis, root, loops: list[PLoop], used: set[int], dims) -> int | None:

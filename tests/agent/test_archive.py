@@ -211,6 +211,20 @@ def test_a_candidate_stands_by_its_latest_result(db):
         assert len(a.scored(a.op_id(tiny_op()), "cpu", "laptop")) == 2
 
 
+def test_an_untimed_pass_never_hides_a_timed_result(db):
+    """Archives written before the verify step stopped recording its correctness-only
+    result hold an `ok` without a time after the timed one: the time must still count."""
+    with Archive(db) as a:
+        ids = _search(a, "laptop", [2.0, 1.0])
+        time.sleep(0.01)
+        a.add_result(ids[1], "laptop", "cpu", TOOLCHAIN, Result("ok", max_error=1e-7))
+        assert a.best("twice", "cpu").candidate_id == ids[1]
+        assert [r["time_ms"] for r in a.history("twice", "cpu")] == [2.0, 1.0]
+        times = {s.candidate_id: s.result.time_ms
+                 for s in a.scored(a.op_id(tiny_op()), "cpu", "laptop")}
+        assert times == {ids[0]: 2.0, ids[1]: 1.0}
+
+
 def test_ceilings_usage_runs(db):
     with Archive(db) as a:
         a.set_ceiling("h200", "copy_gbps", 4100.0)

@@ -216,6 +216,15 @@ VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
     "dot_interaction_grid_i": ("dot_interaction", "single", [
         {"m": "bind", "stage": "Z", "axis": "b", "to": "grid"},
         {"m": "bind", "stage": "Z", "axis": "i", "to": "grid"}]),
+    # several samples per program: a batched contraction (rank-3 tile, batch first); at
+    # its own shapes, since the small preset's F=6 gives tiles too small for a dot
+    "dot_interaction_batched_dot": ("dot_interaction", "dot", [
+        {"m": "split", "stage": "Z", "axis": "b", "size": 2, "into": ["bo", "bi"]},
+        {"m": "bind", "stage": "Z", "axis": "bo", "to": "grid"},
+        {"m": "split", "stage": "Z", "axis": "d", "size": 16},
+        {"m": "launch", "num_warps": 2, "dot_precision": "tf32x3"}],
+        [("B5F20D40", {"B": 5, "F": 20, "D": 40}), ("B4F27D64", {"B": 4, "F": 27, "D": 64}),
+         ("B1F17D16", {"B": 1, "F": 17, "D": 16})]),
 }
 
 
@@ -227,10 +236,10 @@ def default_cases() -> list[tuple[str, str, dict]]:
 def variant_cases(labels=None, only_small: bool = False):
     """(id "variant/shape label", op, expected strategy, moves, shape) for the variants."""
     out = []
-    for v, (n, expect, moves) in VARIANTS.items():
+    for v, (n, expect, moves, *own) in VARIANTS.items():
         if labels is not None and v not in labels:
             continue
-        for label, s in shapes(n)[:1 if only_small else None]:
+        for label, s in own[0] if own else shapes(n)[:1 if only_small else None]:
             out.append((f"{v}/{label}", n, expect, moves, s))
     return out
 

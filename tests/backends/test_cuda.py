@@ -154,6 +154,16 @@ def test_emulated_dot_and_dtype_cases(gxx, name, shape):
     assert not check_emulated(EMU, name, shape), (name, shape)
 
 
+def test_emulated_batched_contraction(gxx):
+    """Several samples per program turn dot_interaction into a batched (rank-3) dot in the
+    plan; the C-family builder has no batched path and takes the generic one, correctly."""
+    import backend_checks as bc
+
+    name, _, moves, own = bc.VARIANTS["dot_interaction_batched_dot"]
+    for label, sd in own:
+        assert not check_emulated(EMU, name, sd, moves, seeds=(0,)), (label, sd)
+
+
 def test_emulator_sees_wrong_lane_arithmetic(gxx):
     """Mutation check: the emulator executes the shuffles, so a wrong butterfly offset makes
     the (otherwise passing) softmax wrong."""

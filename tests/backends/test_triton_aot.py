@@ -87,6 +87,23 @@ def test_library_op_compiles_with_diagnostics(name, target):
                 assert ty == want, (arg, ty)
 
 
+def test_offsets_are_32_bit_when_every_buffer_is_small():
+    """Half the registers for offset tiles when the shape class allows it; a launch guard
+    refuses a larger call, and a shape class with a buffer of 2**30 elements or more keeps
+    64-bit offsets. Both compile for cuda:90."""
+    d = ops.get("softmax")
+    srcs = {}
+    for label, sd in (("small", {"M": 1024, "N": 1024}), ("huge", {"M": 32768, "N": 32768})):
+        op, dims = d.op_for(sd), d.dims(sd)
+        srcs[label] = TritonBackend().render(lower(apply_trace(op, default_trace(op, dims)),
+                                                   dims))
+        assert set(compile_aot(srcs[label], "cuda:90")) == {"k_y"}
+    assert "pid = tl.program_id(0)\n" in srcs["small"].text
+    assert "x: under 1073741824 elements (32-bit offsets)" in srcs["small"].text
+    assert "pid = tl.program_id(0).to(tl.int64)" in srcs["huge"].text
+    assert "32-bit offsets" not in srcs["huge"].text
+
+
 def test_keep_asm_returns_the_texts():
     res = compile_aot(gpu_source("softmax"), "cuda:90", keep_asm=True)
     text = res["k_y"]["text"]

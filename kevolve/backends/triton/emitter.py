@@ -50,10 +50,39 @@ def ptr(name: str) -> str:
     return f"p_{name}"
 
 
+# Offsets are 32-bit when every buffer of the shape class has fewer elements than this
+# (half of 2**31: a tile overrunning the last row, masked, must not wrap either), else
+# 64-bit. 32-bit offset tiles take half the registers and cheaper address arithmetic.
+NARROW_LIMIT = 1 << 30
+
+
+def _buffer_shapes(op: Op, plan: Plan) -> dict[str, tuple]:
+    return {n: (op.stage(n).out if n in plan.scratch else op.buffer(n)).shape
+            for n in buffers(op, plan)}
+
+
+def wide_offsets(op: Op, plan: Plan) -> bool:
+    """64-bit offsets unless every buffer is known to be small at the plan's dims."""
+    from ...ir.interp import eval_int
+
+    dims = plan.dims_dict
+    for shape in _buffer_shapes(op, plan).values():
+        n = 1
+        try:
+            for e in shape:
+                n *= eval_int(e, dims)
+        except (KeyError, ValueError, TypeError):
+            return True
+        if n >= NARROW_LIMIT:
+            return True
+    return False
+
+
 class KernelWriter:
-    def __init__(self, plan: Plan, k: KernelPlan, dot_f32: bool = False):
+    def __init__(self, plan: Plan, k: KernelPlan, dot_f32: bool = False, wide: bool = True):
         self.plan, self.k = plan, k
         self.dot_f32 = dot_f32
+        self.wide = wide
         self.lines: list[str] = []
         self.ind = 1
         self.n = 0
@@ -109,7 +138,7 @@ class KernelWriter:
         g = k.grid
         if not g:
             return
-        self.w("pid = tl.program_id(0).to(tl.int64)")
+        self.w("pid = tl.program_id(0)" + (".to(tl.int64)" if self.wide else ""))
         counts = [self.ex(grid_count(k, lp), Ctx()) for lp in g]
         if k.group_m and len(g) == 2:
             a, b = g
@@ -313,13 +342,16 @@ class KernelWriter:
         return m, s
 
     def dot(self, st: Step, r: Reduce, ctx: Ctx) -> str:
-        """sum_k A*B with A on block position 0 and B on position 1 -> tl.dot."""
+        """sum_k A*B with A on block position 0 and B on position 1 -> tl.dot. In a rank-3
+        tile position 0 is a batch both operands span, A is on 1 and B on 2: a batched
+        tl.dot of [batch, M, K] by [batch, K, N]."""
         shape = self.spatial_shape(st)
         acc = self.fresh("acc")
         self.w(f"{acc} = tl.zeros({shape}, tl.float32)")
         mul = r.body
         a, b = (x.x if isinstance(x, Cast) else x for x in (mul.a, mul.b))
-        if self._pos_of(st, a) == 1:
+        rows, cols = self.k.rank - 2, self.k.rank - 1
+        if self._pos_of(st, a) == cols:
             a, b = b, a
         rctx = ctx.child()
         var = dict(self.var)
@@ -327,8 +359,8 @@ class KernelWriter:
         kl = next(x for x in st.reduce_loops if x.role == "block")
         for name in [n for n in rctx.masks if n.startswith("__loose_")]:
             rctx.masks[name[len("__loose_"):]] = rctx.masks[name]
-        ta = self._operand(st, r, a, rctx, var, kl, k_rows=False, pos=0)
-        tb = self._operand(st, r, b, rctx, var, kl, k_rows=True, pos=1)
+        ta = self._operand(st, r, a, rctx, var, kl, k_rows=False, pos=rows)
+        tb = self._operand(st, r, b, rctx, var, kl, k_rows=True, pos=cols)
         f32 = a.buffer.dtype == dt.f32 or b.buffer.dtype == dt.f32
         prec = f', input_precision="{self.k.dot_precision or "ieee"}"' if f32 else ""
         if a.buffer.dtype != b.buffer.dtype or self.dot_f32:
@@ -341,13 +373,16 @@ class KernelWriter:
 
     def _operand(self, st: Step, r: Reduce, ld: Load, rctx: Ctx, var: dict, kl: PLoop,
                  k_rows: bool, pos: int) -> str:
-        """Load one dot operand as a 2-d tile. The tile is read in the orientation in which
-        memory is contiguous along its columns (coalesced), and transposed in registers
-        when the dot wants the other one: X[b, j, d] for B = X^T loads [j, d], then trans."""
+        """Load one dot operand as a tile: [M, K] or [K, N], after a leading batch
+        dimension in a rank-3 tile. The tile is read in the orientation in which memory is
+        contiguous along its last dimension (coalesced), and transposed in registers when
+        the dot wants the other one: X[b, j, d] for B = X^T loads [j, d], then trans."""
         last = set(axes_in(ld.index[-1])) if ld.index else set()
         k_fast = any(m.axis.name in last for m in st.reduce if m.axis in r.axes)
         transpose = k_fast if k_rows else (not k_fast and bool(last))
         rows_k = k_rows != transpose
+        rank = self.k.rank
+        rows, cols = self.shape_idx(rank - 2), self.shape_idx(rank - 1)
         c = rctx.child()
         v = dict(var)
         if transpose:  # the spatial axis takes the other orientation
@@ -356,27 +391,27 @@ class KernelWriter:
                             if self._loop(ln).role == "block"), None)
                 if blk is not None and blk.pos == pos:
                     name = self.fresh(f"t_{blk.name}_")
-                    self.w(f"{name} = tl.arange(0, {blk.size})"
-                           f"{'[None, :]' if rows_k else '[:, None]'}")
+                    self.w(f"{name} = tl.arange(0, {blk.size}){cols if rows_k else rows}")
                     v[blk.name] = name
                     self.axis_value(m, c, v)
             for key in [n for n in c.masks if n.startswith("__loose_")]:
                 c.masks[key[len("__loose_"):]] = c.masks[key]
-        self.reduce_axes_values(st, r, c, dict(v), {kl.name: "[:, None]" if rows_k
-                                                    else "[None, :]"})
+        self.reduce_axes_values(st, r, c, dict(v), {kl.name: rows if rows_k else cols})
         t = self.fresh("b" if k_rows else "a")
         self.w(f"{t} = {self.ex(ld, c, RAW)}")
         if transpose:
-            self.w(f"{t} = tl.trans({t})")
+            perm = "" if rank == 2 else ", (0, 2, 1)"
+            self.w(f"{t} = tl.trans({t}{perm})")
         return t
 
     def _pos_of(self, st: Step, ld: Load) -> int | None:
+        """The block position a dot operand spans besides the batch (rank 3: position 0)."""
         names = set(axes_in(ld))
         for m in st.spatial:
             if m.axis.name in names:
                 for ln in m.loops:
                     lp = self._loop(ln)
-                    if lp.role == "block":
+                    if lp.role == "block" and lp.pos >= self.k.rank - 2:
                         return lp.pos
         return None
 
@@ -402,8 +437,9 @@ def render_module(plan: Plan, dot_f32: bool = False) -> dict:
     args = [ptr(b) for b in bufs] + [f"d_{d}" for d in dims]
     kernels = []
     ctx = Ctx()
+    wide = wide_offsets(op, plan)
     for k in plan.kernels:
-        body = KernelWriter(plan, k, dot_f32).render()
+        body = KernelWriter(plan, k, dot_f32, wide).render()
         total = " * ".join(f"({emit(grid_count(k, lp), ctx, LANG, ptr)})" for lp in k.grid) \
             or "1"
         kernels.append({"name": k.name, "args": ", ".join(args), "body": body,
@@ -417,6 +453,11 @@ def render_module(plan: Plan, dot_f32: bool = False) -> dict:
     for k in plan.kernels:
         for cond, msg in k.guards:
             guards.append({"cond": emit(cond, ctx, LANG, ptr), "msg": msg})
+    if not wide:
+        for name, shape in _buffer_shapes(op, plan).items():
+            n = " * ".join(f"({emit(e, ctx, LANG, ptr)})" for e in shape) or "1"
+            guards.append({"cond": f"{n} < {NARROW_LIMIT}",
+                           "msg": f"{name}: under {NARROW_LIMIT} elements (32-bit offsets)"})
     scratch = []
     for name in plan.scratch:
         b = op.stage(name).out

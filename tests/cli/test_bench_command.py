@@ -1,0 +1,40 @@
+"""`kevolve bench` on the CPU suite from an archive: the table, results.json with eager and
+kevolve side by side, the HTML report, and --top re-timing the archive's fastest distinct
+kernels in the same run (the reported kernel is the fastest correct contender)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from kevolve.agent.archive import Archive
+from kevolve.cli import main
+
+
+def test_bench_from_archive_retimes_the_top_contenders(tmp_path):
+    db, out = tmp_path / "a.db", tmp_path / "out"
+    r = CliRunner().invoke(main, ["evolve", "softmax", "--backend", "cpu", "--budget", "6",
+                                  "--db", str(db), "--threads", "1", "--shape", "M=256",
+                                  "--shape", "N=4096"])
+    assert r.exit_code == 0, r.output
+    with Archive(db, create=False) as a:
+        tops = a.fastest("softmax", "cpu", None, 3)
+    assert len(tops) >= 2
+    hashes = {t.result.source_hash for t in tops}
+    assert len(hashes) == len(tops)  # distinct generated code
+    r = CliRunner().invoke(main, ["bench", "--suite", "cpu", "--ops", "softmax",
+                                  "--from-archive", "--top", "3", "--db", str(db),
+                                  "--out", str(out), "--no-compile", "--threads", "1"])
+    assert r.exit_code == 0, r.output
+    assert "geomean x compile" in r.output and "softmax" in r.output
+    res = json.loads((out / "results.json").read_text())
+    (row,) = res["rows"]
+    cont = row["contenders"]
+    assert [c["candidate"] for c in cont] == [t.candidate_id for t in tops]
+    assert all(c["verdict"] == "ok" and c["ms"] > 0 for c in cont), cont
+    assert row["candidate"] == min(cont, key=lambda c: c["ms"])["candidate"]
+    assert row["kevolve_verdict"] == "ok" and row["kevolve_ms"] > 0
+    assert row["eager_ms"] > 0 and row["speedup_eager"] == row["eager_ms"] / row["kevolve_ms"]
+    html = (out / "report.html").read_text()
+    assert "softmax" in html and "<img" in html
