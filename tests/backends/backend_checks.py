@@ -216,6 +216,11 @@ VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
     "dot_interaction_grid_i": ("dot_interaction", "single", [
         {"m": "bind", "stage": "Z", "axis": "b", "to": "grid"},
         {"m": "bind", "stage": "Z", "axis": "i", "to": "grid"}]),
+    # one sample per program, a contraction of X with itself (Triton loads the tile once)
+    "dot_interaction_gram": ("dot_interaction", "dot", [
+        {"m": "bind", "stage": "Z", "axis": "b", "to": "grid"},
+        {"m": "split", "stage": "Z", "axis": "d", "size": 16}],
+        [("B3F27D40", {"B": 3, "F": 27, "D": 40}), ("B2F16D16", {"B": 2, "F": 16, "D": 16})]),
     # several samples per program: a batched contraction (rank-3 tile, batch first); at
     # its own shapes, since the small preset's F=6 gives tiles too small for a dot
     "dot_interaction_batched_dot": ("dot_interaction", "dot", [

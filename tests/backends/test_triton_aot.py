@@ -23,7 +23,7 @@ from kevolve.backends.triton.aot import (
     parse_ptxas,
     specialize,
 )
-from kevolve.schedule import apply_trace, default_trace, lower
+from kevolve.schedule import Trace, apply_trace, default_trace, lower
 
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton"),
@@ -102,6 +102,25 @@ def test_offsets_are_32_bit_when_every_buffer_is_small():
     assert "x: under 1073741824 elements (32-bit offsets)" in srcs["small"].text
     assert "pid = tl.program_id(0).to(tl.int64)" in srcs["huge"].text
     assert "32-bit offsets" not in srcs["huge"].text
+
+
+def test_a_gram_contraction_loads_its_tile_once():
+    """dot_interaction's X . X^T: the B operand is A's tile transposed, not a second load
+    (with one sample per program and with a batch of samples); gemm's two buffers load
+    twice. All compile for cuda:90."""
+    import backend_checks as bc
+
+    d = ops.get("dot_interaction")
+    sd = d.shape("gpu")
+    op, dims = d.op_for(sd), d.dims(sd)
+    batched = bc.VARIANTS["dot_interaction_batched_dot"][2]
+    for moves in (None, batched):
+        trace = default_trace(op, dims) if moves is None else Trace.make(op.name, moves)
+        src = TritonBackend().render(lower(apply_trace(op, trace), dims))
+        assert src.text.count("tl.load(p_X") == 1, src.text
+        assert re.search(r"b\d+ = tl\.trans\(a\d+(, \(0, 2, 1\))?\)", src.text), src.text
+        compile_aot(src, "cuda:90")
+    assert gpu_source("gemm").text.count("tl.load(") == 2
 
 
 def test_keep_asm_returns_the_texts():

@@ -6,7 +6,8 @@ reductions become `tl.sum/max/min(..., keep_dims=True)` over a block, contractio
 from __future__ import annotations
 
 from ...ir import dtypes as dt
-from ...ir.nodes import AxisRef, Cast, Const, Dim, Expr, Load, Op, Reduce, op_dims, walk
+from ...ir.nodes import (AxisRef, Cast, Const, Dim, Expr, Load, Op, Reduce, op_dims,
+                         substitute_axes, walk)
 from ...schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
 from ..pyexpr import Ctx, PyLang, axes_in, emit, linear_offset, mask_of
 from ..tilewriter import grid_count, levels, reduces_in
@@ -360,7 +361,11 @@ class KernelWriter:
         for name in [n for n in rctx.masks if n.startswith("__loose_")]:
             rctx.masks[name[len("__loose_"):]] = rctx.masks[name]
         ta = self._operand(st, r, a, rctx, var, kl, k_rows=False, pos=rows)
-        tb = self._operand(st, r, b, rctx, var, kl, k_rows=True, pos=cols)
+        if self._gram(st, a, b):  # B is A's own tile, transposed: load it once
+            tb = self.fresh("b")
+            self.w(f"{tb} = tl.trans({ta}{'' if self.k.rank == 2 else ', (0, 2, 1)'})")
+        else:
+            tb = self._operand(st, r, b, rctx, var, kl, k_rows=True, pos=cols)
         f32 = a.buffer.dtype == dt.f32 or b.buffer.dtype == dt.f32
         prec = f', input_precision="{self.k.dot_precision or "ieee"}"' if f32 else ""
         if a.buffer.dtype != b.buffer.dtype or self.dot_f32:
@@ -403,6 +408,26 @@ class KernelWriter:
             perm = "" if rank == 2 else ", (0, 2, 1)"
             self.w(f"{t} = tl.trans({t}{perm})")
         return t
+
+    def _gram(self, st: Step, a: Load, b: Load) -> bool:
+        """sum_k X[.., i, k] * X[.., j, k] (a Gram matrix, DLRM's interaction): when i and
+        j are whole tiles of one size from 0 over the same bound, B's tile (masked by j's
+        bound) holds exactly the values of A's tile (masked by i's extent)."""
+        if a.buffer != b.buffer:
+            return False
+        own = {}
+        for ld, pos in ((a, self.k.rank - 2), (b, self.k.rank - 1)):
+            names = set(axes_in(ld))
+            m = next((m for m in st.spatial if m.axis.name in names and any(
+                self._loop(ln).role == "block" and self._loop(ln).pos == pos
+                for ln in m.loops)), None)
+            if m is None or len(m.loops) != 1 or m.axis.start != Const(0):
+                return False
+            own[pos] = (m.axis, self._loop(m.loops[0]).size)
+        (ai, si), (aj, sj) = own[self.k.rank - 2], own[self.k.rank - 1]
+        if si != sj or ai.is_jagged or ai.extent != aj.bound:
+            return False
+        return substitute_axes(b, {aj.name: AxisRef(ai)}) == a
 
     def _pos_of(self, st: Step, ld: Load) -> int | None:
         """The block position a dot operand spans besides the batch (rank 3: position 0)."""
