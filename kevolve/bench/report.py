@@ -95,11 +95,20 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px;te
 <h1>kevolve bench --suite {html.escape(res['suite'])} --backend {html.escape(res['backend'])}</h1>
 <p>{html.escape(res['hardware'])}, {html.escape(res.get('date', ''))}. Ceilings measured in
 the same run: copy {_f(c.get('copy_bytes_per_s', 0) / 1e9)} GB/s, matmul
-{_f(c.get('matmul_flops', 0) / 1e12)} TFLOP/s. Times are medians after warm-up; each was
-taken twice and "spread" is their relative difference. Geomean speedup over torch.compile:
+{_f(c.get('matmul_flops', 0) / 1e12)} TFLOP/s. {_protocol(res)} Geomean speedup over
+torch.compile:
 {_f(res.get('geomean_speedup_compile'))}; over eager: {_f(res.get('geomean_speedup_eager'))}.
 Toolchain: {html.escape(json.dumps(res.get('toolchain', {})))}</p>
 <table><tr>{head}</tr>{body}</table>{charts}</body></html>"""
+
+
+def _protocol(res: dict) -> str:
+    if "rounds" not in res:  # results from before interleaved rounds
+        return ("Times are medians after warm-up; each was taken twice and \"spread\" is "
+                "their relative difference.")
+    return (f"Each time is a median after warm-up, taken in {res['rounds']} interleaved "
+            "rounds (eager, torch.compile, kevolve, ... in turn): the table shows the median "
+            "over rounds, and \"spread\" is (max - min) / median over them.")
 
 
 def write(res: dict, out_dir: str | Path) -> tuple[Path, Path]:

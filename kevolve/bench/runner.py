@@ -1,7 +1,7 @@
 """Side by side in one process: torch eager, torch.compile and kevolve's best schedule (and
-optionally other backends' defaults), each checked first, each a median after warm-up,
-each timed twice so the report can show the run-to-run spread, against the roofline
-floor from measured ceilings."""
+optionally other backends' defaults), each checked first, then timed in interleaved rounds
+(each a median after warm-up; the report shows the median over rounds and their spread),
+against the roofline floor from measured ceilings."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ def _timer(gpu: bool, repeat: int):
     return lambda fn: ev.median(ev.time_cpu(fn, repeat=repeat))
 
 
-def _twice(timer, fn) -> tuple[float, float]:
-    a = timer(fn)
-    b = timer(fn)
-    return min(a, b), abs(a - b) / max(min(a, b), 1e-12)
+def _summary(ts: list[float]) -> tuple[float, float]:
+    """(median, spread): the spread is (max - min) / median over the rounds."""
+    med = float(np.median(ts))
+    return med, (max(ts) - min(ts)) / max(med, 1e-12)
 
 
 def bare_matmul(op):
@@ -64,7 +64,7 @@ def within(best_so_far: list, frac: float = 0.05) -> int | None:
 
 def bench_op(name: str, suite: str, backend: str, gpu: bool, trace_json: str | None,
              ceilings: dict, compile_: bool, also: tuple[str, ...], repeat: int,
-             seed: int = 0, contenders: tuple = ()) -> dict:
+             seed: int = 0, contenders: tuple = (), rounds: int = 3) -> dict:
     """One op's row. `contenders` ((candidate id, trace JSON), ...) are timed once each
     and the fastest correct one replaces `trace_json`."""
     import torch
@@ -99,24 +99,25 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, trace_json: str | N
 
     def eager():
         return d.torch_eager(tins, case.params)
-    with torch.no_grad():
-        row["eager_ms"], row["eager_spread"] = _twice(timer, eager)
-        mm = bare_matmul(op)
-        if mm is not None:
-            a, b = tins[mm[0]], tins[mm[1]]
-            row["bare_matmul_ms"], row["bare_matmul_spread"] = _twice(timer, lambda: a @ b)
-        if compile_:
-            try:
-                fn = torch.compile(lambda t: d.torch_eager(t, case.params))
-                t0 = time.time()
+    calls = {"eager": eager}  # timed last, in interleaved rounds
+    mm = bare_matmul(op)
+    if mm is not None:
+        a, b = tins[mm[0]], tins[mm[1]]
+        calls["bare_matmul"] = lambda: a @ b
+    if compile_:
+        try:
+            fn = torch.compile(lambda t: d.torch_eager(t, case.params))
+            t0 = time.time()
+            with torch.no_grad():
                 fn(tins)
-                sync()
-                row["compile_s"] = time.time() - t0
-                row["compile_ms"], row["compile_spread"] = _twice(timer, lambda: fn(tins))
-            except Exception as e:  # a baseline that fails is reported, not fatal
-                row["compile_error"] = f"{type(e).__name__}: {e}"[:500]
-    def measure(be_name: str, trace: str, key: str, final: bool) -> None:
-        """Build, check against the reference, time; results go to row[key_*]."""
+            sync()
+            row["compile_s"] = time.time() - t0
+            calls["compile"] = lambda: fn(tins)
+        except Exception as e:  # a baseline that fails is reported, not fatal
+            row["compile_error"] = f"{type(e).__name__}: {e}"[:500]
+
+    def prepare(be_name: str, trace: str, key: str):
+        """Build, check against the reference; the kernel's call if it is correct."""
         try:
             be = kevolve.backend(be_name)
             k = kevolve.build(kevolve.lower(op, trace, be, dims), be)
@@ -130,27 +131,24 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, trace_json: str | N
             row[f"{key}_max_error"] = chk.max_error
             if not chk.ok:
                 row[f"{key}_message"] = chk.message
-                return
-
-            def call(k=k, ins=ins, outs=outs):
-                return k(ins, outs, case.params)
-            if final:
-                row[f"{key}_ms"], row[f"{key}_spread"] = _twice(timer, call)
-            else:
-                row[f"{key}_ms"] = timer(call)
+                return None
+            return lambda k=k, ins=ins, outs=outs: k(ins, outs, case.params)
         except Exception as e:
             row[f"{key}_verdict"] = "error"
             row[f"{key}_message"] = f"{type(e).__name__}: {e}"[:800]
             traceback.print_exc()
+            return None
 
     if len(contenders) > 1:
         # The archive's times may come from older generated code: time the contenders
         # once here, then measure the fastest correct one like every other kernel.
         row["contenders"] = []
         for n, (cand, tj) in enumerate(contenders):
-            measure(backend, tj, f"contender{n}", final=False)
+            call = prepare(backend, tj, f"contender{n}")
             got = {f: row.pop(f"contender{n}_{f}", None) for f in
-                   ("verdict", "max_error", "message", "ms")}
+                   ("verdict", "max_error", "message")}
+            with torch.no_grad():
+                got["ms"] = timer(call) if call is not None else None
             row["contenders"].append({"candidate": cand, **got})
         ok = [c for c in row["contenders"] if c["verdict"] == "ok" and c["ms"]]
         if ok:
@@ -159,7 +157,23 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, trace_json: str | N
             row.update(candidate=pick["candidate"], trace=json.loads(trace_json))
     for be_name, tj in [(backend, trace_json)] + [(b, None) for b in also]:
         key = "kevolve" if be_name == backend else be_name
-        measure(be_name, tj or default_trace(op, dims).to_json(), key, final=True)
+        call = prepare(be_name, tj or default_trace(op, dims).to_json(), key)
+        if call is not None:
+            calls[key] = call
+    # Interleaved rounds (eager, compile, kevolve, ... then again): slow drifts of the
+    # machine (clocks, temperature) fall on every contestant alike.
+    times: dict[str, list[float]] = {key: [] for key in calls}
+    with torch.no_grad():
+        for _ in range(rounds):
+            for key, call in calls.items():
+                try:
+                    times[key].append(timer(call))
+                except Exception as e:
+                    row[f"{key}_verdict"] = "error"
+                    row[f"{key}_message"] = f"timing: {type(e).__name__}: {e}"[:800]
+    for key, ts in times.items():
+        if len(ts) == rounds:
+            row[f"{key}_ms"], row[f"{key}_spread"] = _summary(ts)
     k_ms = row.get("kevolve_ms")
     if k_ms:
         row["pct_floor"] = 100 * floor_ms / k_ms
@@ -176,7 +190,7 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, trace_json: str | N
 def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_archive: bool,
               workers: int, threads: int | None, compile_: bool = True,
               also: tuple[str, ...] = (), ops: tuple[str, ...] = (), repeat: int = 20,
-              on_op=None, top: int = 1) -> dict:
+              on_op=None, top: int = 1, rounds: int = 3) -> dict:
     from .. import api
     from ..agent.archive import Archive
     from ..agent.hardware import hardware_name, measure_ceilings, toolchain
@@ -193,7 +207,7 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
     db = db or DEFAULT_DB
     names = ops or SUITES[suite]
     out = {"suite": suite, "backend": backend, "hardware": hw, "ceilings": ceilings,
-           "toolchain": toolchain(backend), "rows": [], "history": {},
+           "toolchain": toolchain(backend), "rows": [], "history": {}, "rounds": rounds,
            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     for name in names:
         if not from_archive and budget > 0:
@@ -210,7 +224,8 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
         out["history"][name] = [h["best_ms"] for h in hist]
         tj, cand = (tops[0].trace_json, tops[0].candidate_id) if tops else (None, None)
         row = bench_op(name, suite, backend, gpu, tj, ceilings, compile_, also, repeat,
-                       contenders=tuple((s.candidate_id, s.trace_json) for s in tops))
+                       contenders=tuple((s.candidate_id, s.trace_json) for s in tops),
+                       rounds=rounds)
         row.setdefault("candidate", cand)
         row["searched"] = len(hist)
         row["within_5pct_at"] = within(out["history"][name])

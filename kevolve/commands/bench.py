@@ -32,6 +32,9 @@ def _progress(row: dict, partial: dict, out_dir: str) -> None:
               help="Time the archive's K fastest (distinct generated code) once each in "
               "this run and report the fastest correct one: archive times may come from "
               "older generated code.")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Interleaved timing rounds (eager, torch.compile, kevolve, ... in turn); "
+              "times are medians over rounds, spreads (max - min) / median.")
 @click.option("--out", "out_dir", default="bench-out", show_default=True)
 @click.option("--db", default=None, help="Archive path (default .kevolve/archive.db).")
 @click.option("--workers", type=int, default=1, show_default=True)
@@ -41,8 +44,8 @@ def _progress(row: dict, partial: dict, out_dir: str) -> None:
 @click.option("--no-compile", is_flag=True, help="Skip torch.compile.")
 @click.option("--report-from", type=click.Path(exists=True, dir_okay=False),
               help="Only write report.html from an existing results.json.")
-def command(suite, backend_name, budget, from_archive, top, out_dir, db, workers, threads,
-            ops, also, no_compile, report_from) -> None:
+def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db, workers,
+            threads, ops, also, no_compile, report_from) -> None:
     import os
 
     from ..bench import report
@@ -59,7 +62,7 @@ def command(suite, backend_name, budget, from_archive, top, out_dir, db, workers
     res = run_suite(suite, backend_name, db=db, budget=budget, from_archive=from_archive,
                     workers=workers, threads=threads, compile_=not no_compile,
                     also=tuple(a for a in also.split(",") if a),
-                    ops=tuple(o for o in ops.split(",") if o), top=top,
+                    ops=tuple(o for o in ops.split(",") if o), top=top, rounds=rounds,
                     on_op=lambda r, partial: _progress(r, partial, out_dir))
     rj, rh = report.write(res, out_dir)
     from rich.table import Table

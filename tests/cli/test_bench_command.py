@@ -1,5 +1,5 @@
 """`kevolve bench` on the CPU suite from an archive: the table, results.json with eager and
-kevolve side by side, the HTML report, and --top re-timing the archive's fastest distinct
+kevolve timed in interleaved rounds, the HTML report, and --top re-timing the archive's fastest distinct
 kernels in the same run (the reported kernel is the fastest correct contender)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def test_bench_from_archive_retimes_the_top_contenders(tmp_path):
     hashes = {t.result.source_hash for t in tops}
     assert len(hashes) == len(tops)  # distinct generated code
     r = CliRunner().invoke(main, ["bench", "--suite", "cpu", "--ops", "softmax",
-                                  "--from-archive", "--top", "3", "--db", str(db),
+                                  "--from-archive", "--top", "3", "--rounds", "2", "--db", str(db),
                                   "--out", str(out), "--no-compile", "--threads", "1"])
     assert r.exit_code == 0, r.output
     assert "geomean x compile" in r.output and "softmax" in r.output
@@ -36,5 +36,7 @@ def test_bench_from_archive_retimes_the_top_contenders(tmp_path):
     assert row["candidate"] == min(cont, key=lambda c: c["ms"])["candidate"]
     assert row["kevolve_verdict"] == "ok" and row["kevolve_ms"] > 0
     assert row["eager_ms"] > 0 and row["speedup_eager"] == row["eager_ms"] / row["kevolve_ms"]
+    assert res["rounds"] == 2  # eager and kevolve timed in turn, twice
+    assert row["kevolve_spread"] >= 0 and row["eager_spread"] >= 0
     html = (out / "report.html").read_text()
-    assert "softmax" in html and "<img" in html
+    assert "softmax" in html and "<img" in html and "2 interleaved rounds" in html
