@@ -1,6 +1,7 @@
 """`kevolve bench` on the CPU suite from an archive: the table, results.json with eager and
-kevolve timed in interleaved rounds, the HTML report, and --top re-timing the archive's fastest distinct
-kernels in the same run (the reported kernel is the fastest correct contender)."""
+kevolve timed in interleaved rounds, the HTML report, and --top re-timing the archive's
+fastest distinct kernels in the same run (the reported kernel is the fastest correct
+contender)."""
 
 from __future__ import annotations
 

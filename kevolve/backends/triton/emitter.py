@@ -6,8 +6,19 @@ reductions become `tl.sum/max/min(..., keep_dims=True)` over a block, contractio
 from __future__ import annotations
 
 from ...ir import dtypes as dt
-from ...ir.nodes import (AxisRef, Cast, Const, Dim, Expr, Load, Op, Reduce, op_dims,
-                         substitute_axes, walk)
+from ...ir.nodes import (
+    AxisRef,
+    Cast,
+    Const,
+    Dim,
+    Expr,
+    Load,
+    Op,
+    Reduce,
+    op_dims,
+    substitute_axes,
+    walk,
+)
 from ...schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
 from ..pyexpr import Ctx, PyLang, axes_in, emit, linear_offset, mask_of
 from ..tilewriter import grid_count, levels, reduces_in
