@@ -11,8 +11,9 @@ CPU backend ignores), so one search can hold candidates with different faults.
 Registered as backend `faulty` through the `kevolve.backends` entry-point group by
 conftest.py (a dist-info folder on sys.path, which spawned workers inherit).
 
-Modes. Faults of the process: segfault, hang (sleeps forever in the kernel; its pid goes
-to pid_dir when it starts), oom (allocates
+Modes. Faults of the process: segfault, sticky_cuda (raises the error torch raises after
+an illegal memory access, which poisons a CUDA context for good), hang (sleeps forever in
+the kernel; its pid goes to pid_dir when it starts), oom (allocates
 16 MB every 10 ms, touching every page, up to oom_cap_mb, then sleeps), compile_hang (the
 "compiler" is a `sleep` child process that never ends; its pid goes to pid_dir).
 Kernels that only look right or fast: partial (writes the first half of the output),
@@ -38,7 +39,7 @@ import numpy as np
 from kevolve.backends.base import Kernel, KernelSource
 from kevolve.backends.cpu import CpuBackend
 
-PROCESS_FAULTS = ("segfault", "hang", "oom", "compile_hang")
+PROCESS_FAULTS = ("segfault", "hang", "oom", "compile_hang", "sticky_cuda")
 OUTPUT_FAULTS = ("partial", "cached", "modify_inputs", "modify_inputs_when_timed",
                  "bench_only", "zeros", "nan", "one_off", "skip_repeat")
 MODES = ("none",) + PROCESS_FAULTS + OUTPUT_FAULTS
@@ -103,6 +104,9 @@ def _faulty(kernel: Kernel, mode: str, be: FaultyBackend):
             honest(inputs, outputs, params)
         elif mode == "segfault":
             ctypes.string_at(0)
+        elif mode == "sticky_cuda":  # what torch raises after a kernel's illegal access
+            raise RuntimeError("CUDA error: an illegal memory access was encountered\n"
+                               "CUDA kernel errors might be asynchronously reported")
         elif mode == "hang":
             if be.pid_dir:  # tell the test the kernel is hanging now, and where
                 with open(os.path.join(be.pid_dir, f"hang.{os.getpid()}"), "w") as f:

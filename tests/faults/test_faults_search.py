@@ -140,6 +140,27 @@ def test_the_pool_replaces_a_dead_worker(faulty):
         assert pool.slots[0].proc.pid != first and not alive(first)
 
 
+def test_a_sticky_cuda_error_restarts_the_worker(faulty):
+    """After an illegal memory access a CUDA context is poisoned for good: the candidate is
+    recorded with the error and the next one runs in a fresh worker. An ordinary wrong
+    answer keeps the worker."""
+    trace = default_trace(SOFTMAX.op, SOFTMAX.dims(SMALL)).to_json()
+    jobs = [EvalJob("softmax", "faulty", trace, SMALL, (), (0,), {"fault": f}, time=False,
+                    threads=1) for f in ("nan", "sticky_cuda", "none")]
+    with WorkerPool(1, timeout_s=60, mem_limit_mb=MEM_MB) as pool:
+        pids = []
+        got = []
+        for job in jobs:
+            pids.append(pool.slots[0].proc.pid)
+            got += [r for _, r in pool.map([job])]
+        pids.append(pool.slots[0].proc.pid)
+        assert [r.verdict for r in got[:1]] == ["correctness"] and got[2].ok, got
+        assert not got[1].ok and "illegal memory access" in got[1].message, got[1]
+        assert pids[0] == pids[1]  # a wrong answer does not cost the worker
+        assert pids[2] != pids[1] and not alive(pids[1])  # the poisoned one is gone
+        assert pids[3] == pids[2]
+
+
 PARENT = """
 import sys
 sys.path[:0] = {path!r}
