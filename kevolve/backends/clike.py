@@ -470,21 +470,27 @@ class ScalarBuilder:
 # -- printers -----------------------------------------------------------------------------
 
 
+def c_line(s, types: dict[str, str], pad: str) -> str | None:
+    """The line of a statement every C-family printer writes alike (a declaration, an
+    assignment, a comment); None for the others."""
+    if isinstance(s, Decl):
+        if s.size:
+            return f"{pad}{types[s.ctype]} {s.name}[{s.size}];"
+        return f"{pad}{types[s.ctype]} {s.name}{' = ' + s.init if s.init is not None else ''};"
+    if isinstance(s, Assign):
+        return f"{pad}{s.target} = {s.value};"
+    if isinstance(s, Comment):
+        return f"{pad}/* {s.text} */"
+    return None
+
+
 def print_c(stmts: list, lang: CLang, ind: int = 1, in_grid: bool = False) -> list[str]:
     """C syntax for the statement tree (OpenMP pragmas when `lang.omp`)."""
     out: list[str] = []
     pad = "    " * ind
     for s in stmts:
-        if isinstance(s, Decl):
-            t = lang.types[s.ctype]
-            if s.size:
-                out.append(f"{pad}{t} {s.name}[{s.size}];")
-            else:
-                out.append(f"{pad}{t} {s.name}{' = ' + s.init if s.init is not None else ''};")
-        elif isinstance(s, Assign):
-            out.append(f"{pad}{s.target} = {s.value};")
-        elif isinstance(s, Comment):
-            out.append(f"{pad}/* {s.text} */")
+        if (line := c_line(s, lang.types, pad)) is not None:
+            out.append(line)
         elif isinstance(s, Check):
             out.append(f"{pad}if (!({s.cond})) return {s.code};")
         elif isinstance(s, Prefetch):

@@ -66,17 +66,7 @@ class CpuBackend(Backend):
         for k in plan.kernels:
             body = "\n".join(print_c(ScalarBuilder(plan, k, CPU_LANG).build(), CPU_LANG))
             kernels.append({"name": k.name, "body": body})
-        ctx = Ctx()
-        guards, messages = [], []
-        for k in plan.kernels:
-            for cond, msg in k.guards:
-                guards.append(emit(cond, ctx, CPU_LANG.expr, lambda n: f"p_{n}"))
-                messages.append(msg)
-        scratch = []
-        for n in plan.scratch:
-            b = op.stage(n).out
-            size = " * ".join(f"({emit(s, ctx, CPU_LANG.expr, str)})" for s in b.shape) or "1"
-            scratch.append({"name": n, "ctype": C_TYPES[b.dtype.name], "size": size})
+        guards, messages, scratch = host_parts(plan, CPU_LANG)
         text = render("cpu/module.c.j2", banner=banner("//", op.name, self.name), op=op.name,
                       shape_class=json.dumps(plan.dims_dict), kernels=kernels, params=params,
                       args=args, buffers=bufs, dims=dims, guards=guards, scratch=scratch,
@@ -98,23 +88,47 @@ class CpuBackend(Backend):
             lib.kv_set_threads(ctypes.c_int(self.threads))
 
         def run(inputs, outputs, params):
-            arrays = {**inputs, **outputs}
-            ptrs = (ctypes.c_void_p * len(names))()
-            for i, n in enumerate(names):
-                a = arrays[n]
-                if not isinstance(a, np.ndarray):
-                    a = a.numpy()  # torch CPU tensors share memory
-                if a.dtype != types[n].np or not a.flags.c_contiguous:
-                    raise TypeError(f"buffer {n!r} must be a C-contiguous {types[n].np} "
-                                    f"array, got {a.dtype}")
-                ptrs[i] = a.ctypes.data
-            dims = bind_dims(op, arrays, params)
-            dv = (ctypes.c_int64 * max(1, len(dims_order)))(*[dims[d] for d in dims_order])
-            rc = lib.kv_launch(ptrs, dv)
+            rc = lib.kv_launch(*launch_args(op, {**inputs, **outputs}, params, names, types,
+                                            dims_order))
             if rc:
                 raise ValueError(source.meta["guards"][rc - 1] + " (this kernel was lowered "
                                  "for another shape class)")
         return Kernel(source, run, {"cc": self.cc})
+
+
+def host_parts(plan, lang: CLang) -> tuple[list[str], list[str], list[dict]]:
+    """What a host-side C launcher (cpu, mtia) needs beside the kernels: guard conditions,
+    their messages (kv_launch returns the 1-based index of the one that failed), and the
+    scratch buffers to allocate (name, C type, element count)."""
+    ctx = Ctx()
+    guards, messages = [], []
+    for k in plan.kernels:
+        for cond, msg in k.guards:
+            guards.append(emit(cond, ctx, lang.expr, lambda n: f"p_{n}"))
+            messages.append(msg)
+    scratch = []
+    for n in plan.scratch:
+        b = plan.op.stage(n).out
+        size = " * ".join(f"({emit(s, ctx, lang.expr, str)})" for s in b.shape) or "1"
+        scratch.append({"name": n, "ctype": C_TYPES[b.dtype.name], "size": size})
+    return guards, messages, scratch
+
+
+def launch_args(op, arrays: dict, params: dict, names: list[str], types: dict,
+                dims_order: list[str]):
+    """kv_launch's pointer and dims arrays from C-contiguous numpy arrays (or CPU torch
+    tensors, which share their memory)."""
+    ptrs = (ctypes.c_void_p * len(names))()
+    for i, n in enumerate(names):
+        a = arrays[n]
+        if not isinstance(a, np.ndarray):
+            a = a.numpy()
+        if a.dtype != types[n].np or not a.flags.c_contiguous:
+            raise TypeError(f"buffer {n!r} must be a C-contiguous {types[n].np} "
+                            f"array, got {a.dtype}")
+        ptrs[i] = a.ctypes.data
+    dims = bind_dims(op, arrays, params)
+    return ptrs, (ctypes.c_int64 * max(1, len(dims_order)))(*[dims[d] for d in dims_order])
 
 
 def compile_c(source: KernelSource, cc: str) -> ctypes.CDLL:

@@ -18,8 +18,7 @@ from .gpu_runtime import (
     CompileError,
     CubinRunner,
     compile_cubin,
-    compile_emulated,
-    emulated_runner,
+    emulated_kernel,
     find_tool,
 )
 from .templating import banner, render
@@ -108,13 +107,8 @@ class CudaBackend(Backend):
         return gpu_source(self, plan, self.lang, "cuda/module.cu.j2", "cuda", self.flags)
 
     def build(self, source: KernelSource) -> Kernel:
-        if self.emulate:
-            lib = compile_emulated(source)
-            return Kernel(source, emulated_runner(source, lib),
-                          {"emulated": True, "paths": source.meta["paths"]})
-        if self.loader == "emulator":
-            return Kernel(source, CubinRunner(source, None, "emulator"),
-                          {"emulated": True, "paths": source.meta["paths"]})
+        if (emu := emulated_kernel(source, self.emulate, self.loader)) is not None:
+            return emu
         nvcc = find_tool("nvcc", self.nvcc)
         if nvcc is None:
             raise CompileError("no nvcc on PATH: the cuda backend compiles with the CUDA "

@@ -33,7 +33,7 @@ from ..ir import dtypes as dt
 from ..ir.nodes import AxisRef, Const, Load, Reduce, op_dims, walk
 from ..schedule.errors import MoveError
 from ..schedule.plan import KernelPlan, Plan, Step
-from .clike import Assign, CLang, Comment, Decl, For, ScalarBuilder, c_float
+from .clike import Assign, CLang, Comment, Decl, For, ScalarBuilder, c_float, c_line
 from .pyexpr import Ctx, PyLang, emit
 from .tilewriter import grid_count, levels, reduces_in
 
@@ -531,16 +531,8 @@ def print_gpu(stmts: list, lang: GpuLang, ind: int = 1) -> list[str]:
     out: list[str] = []
     pad = "    " * ind
     for s in stmts:
-        if isinstance(s, Decl):
-            t = types[s.ctype]
-            if s.size:
-                out.append(f"{pad}{t} {s.name}[{s.size}];")
-            else:
-                out.append(f"{pad}{t} {s.name}{' = ' + s.init if s.init is not None else ''};")
-        elif isinstance(s, Assign):
-            out.append(f"{pad}{s.target} = {s.value};")
-        elif isinstance(s, Comment):
-            out.append(f"{pad}/* {s.text} */")
+        if (line := c_line(s, types, pad)) is not None:
+            out.append(line)
         elif isinstance(s, Line):
             out.append(f"{pad}{s.text}")
         elif isinstance(s, If):

@@ -23,7 +23,7 @@ import numpy as np
 from ..ir.interp import bind_dims
 from ..ir.nodes import op_dims
 from ..resources import templates_dir
-from .base import KernelSource, cache_dir
+from .base import Kernel, KernelSource, cache_dir
 
 
 class CompileError(RuntimeError):
@@ -161,6 +161,18 @@ def emulated_runner(source: KernelSource, lib: ctypes.CDLL):
         for _n, a, dev in back:
             a[...] = bf16_float(dev).reshape(a.shape)
     return run
+
+
+def emulated_kernel(source: KernelSource, emulate: bool, loader: str) -> Kernel | None:
+    """The kernel run on the CPU instead of a GPU: the source compiled by the host C++
+    compiler against kevolve's emulation header (`emulate`), or the Python launch path
+    driving the emulated kernels (`loader="emulator"`); None for a real GPU build."""
+    meta = {"emulated": True, "paths": source.meta["paths"]}
+    if emulate:
+        return Kernel(source, emulated_runner(source, compile_emulated(source)), meta)
+    if loader == "emulator":
+        return Kernel(source, CubinRunner(source, None, "emulator"), meta)
+    return None
 
 
 def bf16_bits(a: np.ndarray) -> np.ndarray:

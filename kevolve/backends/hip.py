@@ -29,8 +29,7 @@ from .gpu_runtime import (
     _atomic_write,
     _run,
     compile_cubin,
-    compile_emulated,
-    emulated_runner,
+    emulated_kernel,
     find_tool,
 )
 from .templating import render  # noqa: F401  (templates are found through gpu_source)
@@ -112,13 +111,8 @@ class HipBackend(Backend):
                           target_note=note)
 
     def build(self, source: KernelSource) -> Kernel:
-        if self.emulate:
-            lib = compile_emulated(source)
-            return Kernel(source, emulated_runner(source, lib),
-                          {"emulated": True, "paths": source.meta["paths"]})
-        if self.loader == "emulator":
-            return Kernel(source, CubinRunner(source, None, "emulator"),
-                          {"emulated": True, "paths": source.meta["paths"]})
+        if (emu := emulated_kernel(source, self.emulate, self.loader)) is not None:
+            return emu
         if self.platform == "nvidia":
             nvcc = find_tool("nvcc", self.nvcc)
             if nvcc is None:

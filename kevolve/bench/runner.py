@@ -62,11 +62,12 @@ def within(best_so_far: list, frac: float = 0.05) -> int | None:
     return None
 
 
-def bench_op(name: str, suite: str, backend: str, gpu: bool, trace_json: str | None,
-             ceilings: dict, compile_: bool, also: tuple[str, ...], repeat: int,
-             seed: int = 0, contenders: tuple = (), rounds: int = 3) -> dict:
-    """One op's row. `contenders` ((candidate id, trace JSON), ...) are timed once each
-    and the fastest correct one replaces `trace_json`."""
+def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, compile_: bool,
+             also: tuple[str, ...], repeat: int, seed: int = 0, contenders: tuple = (),
+             rounds: int = 3) -> dict:
+    """One op's row. `contenders` are the archive's (candidate id, trace JSON), fastest
+    first: with several, each is timed once and the fastest correct one is measured; with
+    none, the default schedule is."""
     import torch
 
     import kevolve
@@ -87,8 +88,7 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, trace_json: str | N
     fl = floor(op, case.inputs, case.params)
     floor_ms = fl.time_s(ceilings["copy_bytes_per_s"], ceilings["matmul_flops"]) * 1e3
     row = {"op": name, "shape": sd, "floor_ms": floor_ms, "floor_bytes": fl.bytes,
-           "floor_flops": fl.flops, "trace": json.loads(trace_json) if trace_json else None,
-           "trace_source": "archive" if trace_json else "default"}
+           "floor_flops": fl.flops}
     tins = ev.inputs_for(op, case.inputs, "torch", device)
     if gpu:
         t64 = {k: (v.double() if v.is_floating_point() else v) for k, v in tins.items()}
@@ -116,8 +116,9 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, trace_json: str | N
         except Exception as e:  # a baseline that fails is reported, not fatal
             row["compile_error"] = f"{type(e).__name__}: {e}"[:500]
 
-    def prepare(be_name: str, trace: str, key: str):
-        """Build, check against the reference; the kernel's call if it is correct."""
+    def prepare(be_name: str, trace: str) -> tuple:
+        """Build and check against the reference: (the kernel's call if it is correct,
+        verdict / max_error / message)."""
         try:
             be = kevolve.backend(be_name)
             k = kevolve.build(kevolve.lower(op, trace, be, dims), be)
@@ -127,37 +128,37 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, trace_json: str | N
             k(ins, outs, case.params)
             sync()
             chk = ev.compare(op, {n: ev.to_host(v) for n, v in outs.items()}, ref)
-            row[f"{key}_verdict"] = "ok" if chk.ok else "wrong"
-            row[f"{key}_max_error"] = chk.max_error
+            info = {"verdict": "ok" if chk.ok else "wrong", "max_error": chk.max_error}
             if not chk.ok:
-                row[f"{key}_message"] = chk.message
-                return None
-            return lambda k=k, ins=ins, outs=outs: k(ins, outs, case.params)
+                return None, {**info, "message": chk.message}
+            return (lambda k=k, ins=ins, outs=outs: k(ins, outs, case.params)), info
         except Exception as e:
-            row[f"{key}_verdict"] = "error"
-            row[f"{key}_message"] = f"{type(e).__name__}: {e}"[:800]
             traceback.print_exc()
-            return None
+            return None, {"verdict": "error", "message": f"{type(e).__name__}: {e}"[:800]}
 
+    pick = contenders[0] if contenders else None
     if len(contenders) > 1:
         # The archive's times may come from older generated code: time the contenders
         # once here, then measure the fastest correct one like every other kernel.
         row["contenders"] = []
-        for n, (cand, tj) in enumerate(contenders):
-            call = prepare(backend, tj, f"contender{n}")
-            got = {f: row.pop(f"contender{n}_{f}", None) for f in
-                   ("verdict", "max_error", "message")}
+        for cand, tj in contenders:
+            call, info = prepare(backend, tj)
             with torch.no_grad():
-                got["ms"] = timer(call) if call is not None else None
-            row["contenders"].append({"candidate": cand, **got})
+                ms = timer(call) if call is not None else None
+            row["contenders"].append({"candidate": cand, "verdict": info["verdict"],
+                                      "max_error": info.get("max_error"),
+                                      "message": info.get("message"), "ms": ms})
         ok = [c for c in row["contenders"] if c["verdict"] == "ok" and c["ms"]]
         if ok:
-            pick = min(ok, key=lambda c: c["ms"])
-            trace_json = dict(contenders)[pick["candidate"]]
-            row.update(candidate=pick["candidate"], trace=json.loads(trace_json))
-    for be_name, tj in [(backend, trace_json)] + [(b, None) for b in also]:
+            best = min(ok, key=lambda c: c["ms"])["candidate"]
+            pick = next(c for c in contenders if c[0] == best)
+    row.update(candidate=pick[0] if pick else None,
+               trace=json.loads(pick[1]) if pick else None,
+               trace_source="archive" if pick else "default")
+    for be_name, tj in [(backend, pick and pick[1])] + [(b, None) for b in also]:
         key = "kevolve" if be_name == backend else be_name
-        call = prepare(be_name, tj or default_trace(op, dims).to_json(), key)
+        call, info = prepare(be_name, tj or default_trace(op, dims).to_json())
+        row.update({f"{key}_{f}": v for f, v in info.items()})
         if call is not None:
             calls[key] = call
     # Interleaved rounds (eager, compile, kevolve, ... then again): slow drifts of the
@@ -222,11 +223,9 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
             if arch is not None:
                 arch.close()
         out["history"][name] = [h["best_ms"] for h in hist]
-        tj, cand = (tops[0].trace_json, tops[0].candidate_id) if tops else (None, None)
-        row = bench_op(name, suite, backend, gpu, tj, ceilings, compile_, also, repeat,
+        row = bench_op(name, suite, backend, gpu, ceilings, compile_, also, repeat,
                        contenders=tuple((s.candidate_id, s.trace_json) for s in tops),
                        rounds=rounds)
-        row.setdefault("candidate", cand)
         row["searched"] = len(hist)
         row["within_5pct_at"] = within(out["history"][name])
         if row.get("bare_matmul_ms") and row.get("kevolve_ms"):

@@ -49,6 +49,19 @@ def what_is_there(archive, name: str) -> str:
         for g in groups)
 
 
+def require_best(archive, name: str, backend: str, hardware: str | None, db: str) -> dict:
+    """The archive's best record of the op on the backend (and hardware), or an error that
+    says what the archive holds instead."""
+    from ..agent.archive import ArchiveError
+
+    rec = archive.best_record(name, backend, hardware)
+    if rec is None:
+        on = f" on hardware {hardware!r}" if hardware else ""
+        raise ArchiveError(f"no successful result for {name!r} on backend {backend!r}{on} "
+                           f"in archive {db}; {what_is_there(archive, name)}")
+    return rec
+
+
 def ms(t: float | None) -> str:
     return "-" if t is None else f"{t:.4g}"
 

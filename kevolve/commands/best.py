@@ -7,7 +7,7 @@ import json
 import click
 
 from ._common import OP_HELP, echo, op_argument
-from .archive import db_option, ms, open_archive, require_op, what_is_there, when
+from .archive import db_option, ms, open_archive, require_best, require_op, when
 
 
 @click.command("best", short_help="Print the best archived schedule of an op.",
@@ -21,15 +21,10 @@ from .archive import db_option, ms, open_archive, require_op, what_is_there, whe
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object: time, speedup, hardware, candidate and the trace.")
 def command(op_ref: str, backend: str, hardware: str | None, db: str, as_json: bool) -> None:
-    from ..agent.archive import ArchiveError
 
     with open_archive(db) as a:
         name = require_op(a, op_ref)
-        rec = a.best_record(name, backend, hardware)
-        if rec is None:
-            on = f" on hardware {hardware!r}" if hardware else ""
-            raise ArchiveError(f"no successful result for {name!r} on backend {backend!r}"
-                               f"{on} in archive {db}; {what_is_there(a, name)}")
+        rec = require_best(a, name, backend, hardware, db)
     r = rec["result"]
     speedup = r.baseline_ms / r.time_ms if r.baseline_ms and r.time_ms else None
     trace = json.loads(rec["trace_json"])

@@ -23,7 +23,7 @@ from string import Template
 import click
 
 from ._common import OP_HELP, echo, op_argument
-from .archive import db_option, open_archive, require_op, what_is_there
+from .archive import db_option, open_archive, require_best, require_op
 
 MODULE = Template('''\
 r"""${title}
@@ -309,16 +309,11 @@ def module_text(rec: dict, db: str, module: str, qualname: str | None = None) ->
 @db_option
 def command(op_ref: str, backend: str, output: str, hardware: str | None,
             qualname: str | None, db: str) -> None:
-    from ..agent.archive import ArchiveError
     from ..ops import LIBRARY
 
     with open_archive(db) as a:
         name = require_op(a, op_ref)
-        rec = a.best_record(name, backend, hardware)
-        if rec is None:
-            on = f" on hardware {hardware!r}" if hardware else ""
-            raise ArchiveError(f"no successful result for {name!r} on backend {backend!r}"
-                               f"{on} in archive {db}; {what_is_there(a, name)}")
+        rec = require_best(a, name, backend, hardware, db)
     if rec["op"] not in LIBRARY:
         raise click.UsageError(f"{rec['op']} is not a library op; export needs one (its "
                                "shapes and dtype variants come from kevolve.ops)")

@@ -14,20 +14,17 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
-import numpy as np
-
-from ...ir.interp import bind_dims, eval_int
+from ...ir.interp import eval_int
 from ...ir.nodes import Load, op_dims, walk
 from ...resources import templates_dir
 from ...schedule.errors import MoveError
 from ...schedule.plan import KernelPlan, Plan
 from ..base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
-from ..clike import C_TYPES, c_signature
-from ..cpu import CompileError
-from ..pyexpr import Ctx, emit
+from ..clike import c_signature
+from ..cpu import CompileError, host_parts, launch_args
 from ..templating import banner, render
 from ..tilewriter import grid_count
-from .builder import MTIA_LANG, MtiaBuilder, _ptr
+from .builder import MTIA_LANG, MtiaBuilder
 from .model import MachineModel, kernel_estimate, total_estimate
 from .program import DEVICE_BYTES, ProgramText, Stager, print_mtia, program_cost
 
@@ -144,17 +141,7 @@ class MtiaBackend(Backend):
             kernels.append({"name": r.kernel.name, "programs": count,
                             "programs_doc": " x ".join(c for _, c in t.grid) or "1",
                             "local_bytes": t.local_bytes, "body": "\n".join(lines)})
-        ctx = Ctx()
-        guards, messages = [], []
-        for k in plan.kernels:
-            for cond, msg in k.guards:
-                guards.append(emit(cond, ctx, MTIA_LANG.expr, _ptr))
-                messages.append(msg)
-        scratch = []
-        for n in plan.scratch:
-            b = op.stage(n).out
-            size = " * ".join(f"({emit(s, ctx, MTIA_LANG.expr, str)})" for s in b.shape) or "1"
-            scratch.append({"name": n, "ctype": C_TYPES[b.dtype.name], "size": size})
+        guards, messages, scratch = host_parts(plan, MTIA_LANG)
         m = self.model
         text = render("mtia/module.cpp.j2", banner=banner("//", op.name, self.name),
                       op=op.name, shape_class=json.dumps(plan.dims_dict), model=m.name,
@@ -202,19 +189,8 @@ class MtiaBackend(Backend):
             diagnostics["estimate_error"] = str(e)  # own capacity check reports it at run
 
         def run(inputs, outputs, params):
-            arrays = {**inputs, **outputs}
-            ptrs = (ctypes.c_void_p * len(names))()
-            for i, n in enumerate(names):
-                a = arrays[n]
-                if not isinstance(a, np.ndarray):
-                    a = a.numpy()
-                if a.dtype != types[n].np or not a.flags.c_contiguous:
-                    raise TypeError(f"buffer {n!r} must be a C-contiguous {types[n].np} "
-                                    f"array, got {a.dtype}")
-                ptrs[i] = a.ctypes.data
-            dims = bind_dims(op, arrays, params)
-            dv = (ctypes.c_int64 * max(1, len(dims_order)))(*[dims[d] for d in dims_order])
-            rc = lib.kv_launch(ptrs, dv, cfg)
+            rc = lib.kv_launch(*launch_args(op, {**inputs, **outputs}, params, names, types,
+                                            dims_order), cfg)
             if rc > 0:
                 raise ValueError(source.meta["guards"][rc - 1] + " (this kernel was lowered "
                                  "for another shape class)")

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ...ir.nodes import Const, Expr
-from ..clike import C_TYPES, Assign, CLang, Comment, Decl, For
+from ..clike import C_TYPES, Assign, CLang, Decl, For, c_line
 from ..pyexpr import Ctx, emit, strides
 from .builder import TOKEN, Access, DotSite, MtiaBuilder, _ptr
 from .model import MachineModel, ProgramCost
@@ -440,13 +440,8 @@ def print_mtia(stmts: list, lang: CLang, ind: int) -> list[str]:
     out: list[str] = []
     pad = "    " * ind
     for s in stmts:
-        if isinstance(s, Decl):
-            init = f" = {s.init}" if s.init is not None else ""
-            out.append(f"{pad}{lang.types[s.ctype]} {s.name}{init};")
-        elif isinstance(s, Assign):
-            out.append(f"{pad}{s.target} = {s.value};")
-        elif isinstance(s, Comment):
-            out.append(f"{pad}/* {s.text} */")
+        if (line := c_line(s, lang.types, pad)) is not None:
+            out.append(line)
         elif isinstance(s, Alloc):
             out.append(f"{pad}{s.ctype} *__restrict {s.name} = kv_local_alloc<{s.ctype}>"
                        f"({s.elems}, {s.esize});  // {s.what}")

@@ -290,26 +290,34 @@ class KernelWriter:
                     var[ln] = v
             self.axis_value(m, ctx, var)
 
-    def reduce(self, st: Step, r: Reduce, ctx: Ctx) -> str:
-        acc = self.fresh("acc")
-        shape = self.spatial_shape(st)
-        self.w(f"{acc} = tl.full({shape}, {IDENT[r.op]}, tl.float32)")
+    def _reduce_input(self, st: Step, r: Reduce, ctx: Ctx, expr: Expr, fill: str,
+                      base: str) -> tuple[str, Ctx, int]:
+        """Open r's loops and evaluate `expr` over its tile in f32, `fill` where masked.
+        Returns the value's name, the context inside the loops and their depth."""
         rctx = ctx.child()
         var = dict(self.var)
         depth = self.red_loops(st, r, rctx, var)
         self.reduce_axes_values(st, r, rctx, var)
-        v = self.fresh("v")
-        self.w(f"{v} = ({self.ex(r.body, rctx)}).to(tl.float32)")
+        v = self.fresh(base)
+        self.w(f"{v} = ({self.ex(expr, rctx)}).to(tl.float32)")
         mask = mask_of(rctx, [a.name for a in r.axes])
         if mask:
-            self.w(f"{v} = tl.where({mask}, {v}, {IDENT[r.op]})")
+            self.w(f"{v} = tl.where({mask}, {v}, {fill})")
+        return v, rctx, depth
+
+    def _block_positions(self, st: Step, r: Reduce) -> list[int]:
+        """The tile positions of r's reduce blocks, in loop order."""
+        return [lp.pos for m in st.reduce if m.axis in r.axes for ln in m.loops
+                for lp in st.reduce_loops if lp.name == ln and lp.role == "block"]
+
+    def reduce(self, st: Step, r: Reduce, ctx: Ctx) -> str:
+        acc = self.fresh("acc")
+        shape = self.spatial_shape(st)
+        self.w(f"{acc} = tl.full({shape}, {IDENT[r.op]}, tl.float32)")
+        v, rctx, depth = self._reduce_input(st, r, ctx, r.body, IDENT[r.op], "v")
         red = v
-        for m in st.reduce:
-            if m.axis in r.axes:
-                for ln in m.loops:
-                    lp = next(x for x in st.reduce_loops if x.name == ln)
-                    if lp.role == "block":
-                        red = f"tl.{r.op}({red}, axis={lp.pos}, keep_dims=True)"
+        for pos in self._block_positions(st, r):
+            red = f"tl.{r.op}({red}, axis={pos}, keep_dims=True)"
         self.w(f"{acc} = {COMBINE[r.op].format(a=acc, b=red)}")
         self.ind -= depth
         if r.op != "sum" and any(not isinstance(a.extent, (Const, Dim)) for a in r.axes):
@@ -324,23 +332,11 @@ class KernelWriter:
         m, s = self.fresh("m"), self.fresh("s")
         self.w(f"{m} = tl.full({shape}, float('-inf'), tl.float32)")
         self.w(f"{s} = tl.zeros({shape}, tl.float32)")
-        rctx = ctx.child()
-        var = dict(self.var)
-        depth = self.red_loops(st, r, rctx, var)
-        self.reduce_axes_values(st, r, rctx, var)
-        x = self.fresh("x")
-        self.w(f"{x} = ({self.ex(x_expr, rctx)}).to(tl.float32)")
-        mask = mask_of(rctx, [a.name for a in r.axes])
-        if mask:
-            self.w(f"{x} = tl.where({mask}, {x}, float('-inf'))")
+        x, _, depth = self._reduce_input(st, r, ctx, x_expr, "float('-inf')", "x")
         tmax = x
-        tsum_axes = []
-        for mm in st.reduce:
-            for ln in mm.loops:
-                lp = next(q for q in st.reduce_loops if q.name == ln)
-                if lp.role == "block":
-                    tmax = f"tl.max({tmax}, axis={lp.pos}, keep_dims=True)"
-                    tsum_axes.append(lp.pos)
+        tsum_axes = self._block_positions(st, r)
+        for pos in tsum_axes:
+            tmax = f"tl.max({tmax}, axis={pos}, keep_dims=True)"
         mn, safe = self.fresh("mn"), self.fresh("ms")
         self.w(f"{mn} = tl.maximum({m}, {tmax})")
         self.w(f"{safe} = tl.where({mn} == float('-inf'), 0.0, {mn})")
