@@ -230,6 +230,23 @@ VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
         {"m": "launch", "num_warps": 2, "dot_precision": "tf32x3"}],
         [("B5F20D40", {"B": 5, "F": 20, "D": 40}), ("B4F27D64", {"B": 4, "F": 27, "D": 64}),
          ("B1F17D16", {"B": 1, "F": 17, "D": 16})]),
+    # the same with F and D compiled in (Triton constexpr; the C family passes them)
+    "dot_interaction_constexpr": ("dot_interaction", "dot", [
+        {"m": "split", "stage": "Z", "axis": "b", "size": 2, "into": ["bo", "bi"]},
+        {"m": "bind", "stage": "Z", "axis": "bo", "to": "grid"},
+        {"m": "split", "stage": "Z", "axis": "d", "size": 16},
+        {"m": "launch", "num_warps": 2, "dot_precision": "tf32x3",
+         "constexpr_dims": ["F", "D"]}],
+        [("B5F20D40", {"B": 5, "F": 20, "D": 40}), ("B3F17D16", {"B": 3, "F": 17, "D": 16})]),
+    "layernorm_constexpr": ("layernorm", "looped", [
+        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
+        {"m": "inline", "stage": "rstd"},
+        {"m": "compute_at", "stage": "mean", "at": ["y", "i"]},
+        {"m": "compute_at", "stage": "var", "at": ["y", "i"]},
+        {"m": "split", "stage": "mean", "axis": "k", "size": 16},
+        {"m": "split", "stage": "var", "axis": "k", "size": 16},
+        {"m": "launch", "constexpr_dims": ["N"]}]),
 }
 
 
