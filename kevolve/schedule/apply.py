@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from ..ir.nodes import AxisRef, Load, Op, Reduce, walk, walk_stage
+from ..ir.nodes import AxisRef, Load, Op, Reduce, op_dims, walk, walk_stage
 from .errors import MoveError
 from .moves import MOVES
 from .state import LoopAxis, Schedule, StageSched, initial
@@ -98,13 +98,27 @@ def apply(s: Schedule, d: dict, i: int) -> Schedule:
         return replace(s, num_warps=d.get("num_warps", s.num_warps),
                        num_stages=d.get("num_stages", s.num_stages),
                        group_m=d.get("group_m", s.group_m),
-                       dot_precision=d.get("dot_precision", s.dot_precision))
+                       dot_precision=d.get("dot_precision", s.dot_precision),
+                       constexpr_dims=_constexpr_dims(s, d, i))
     st = _stage(s, d["stage"], i)
     op = s.op
     if m not in ("inline", "compute_at") and st.placement == "inline":
         raise MoveError(i, "semantics.inlined", f"stage {st.name!r} is inlined and has no "
                         "loops of its own", "schedule its consumer instead")
     return s.with_stage(_APPLY[m](op, st, d, i))
+
+
+def _constexpr_dims(s: Schedule, d: dict, i: int) -> tuple[str, ...]:
+    """The dims to compile in, in the op's order (so equal sets give equal source)."""
+    if "constexpr_dims" not in d:
+        return s.constexpr_dims
+    names = op_dims(s.op)
+    for n in d["constexpr_dims"]:
+        if n not in names:
+            raise MoveError(i, "semantics.unknown_dim", f"launch.constexpr_dims names {n!r}, "
+                            f"which is not a dim of op {s.op.name!r}",
+                            f"dims: {', '.join(names) or '(none)'}")
+    return tuple(n for n in names if n in d["constexpr_dims"])
 
 
 def _split(op: Op, st: StageSched, d: dict, i: int) -> StageSched:

@@ -69,10 +69,13 @@ MOVES: dict[str, MoveSpec] = {m.name: m for m in (
              "How a stage reduces: one tile (single), a loop over tiles (looped), an online "
              "max+sum pass (online, softmax-style), or split across programs (split)."),
     MoveSpec("launch", {"num_warps": POW2, "num_stages": INT, "group_m": INT,
-                        "dot_precision": _enum("ieee", "tf32x3")}, (),
+                        "dot_precision": _enum("ieee", "tf32x3"),
+                        "constexpr_dims": {"type": "array", "items": NAME, "maxItems": 16}},
+             (),
              "Launch hints: warps per program, software-pipeline stages, grouped "
-             "program ordering for 2-d grids, and how f32 matrix-unit products are formed "
-             "(ieee, or tf32x3: three tf32 products, f32-accurate on tensor cores)."),
+             "program ordering for 2-d grids, how f32 matrix-unit products are formed "
+             "(ieee, or tf32x3: three tf32 products, f32-accurate on tensor cores), and "
+             "which dims are compile-time constants (Triton: one compile per value)."),
 )}
 
 

@@ -65,6 +65,7 @@ class KernelPlan:
     group_m: int | None = None
     guards: tuple[tuple[Expr, str], ...] = ()  # (condition over dims, message)
     dot_precision: str | None = None  # f32 matrix-unit products: ieee | tf32x3
+    constexpr_dims: tuple[str, ...] = ()  # dims compiled in (Triton constexpr)
 
     @property
     def grid(self) -> tuple[PLoop, ...]:

@@ -53,6 +53,7 @@ class Schedule:
     num_stages: int | None = None
     group_m: int | None = None
     dot_precision: str | None = None
+    constexpr_dims: tuple[str, ...] = ()
 
     def stage(self, name: str) -> StageSched:
         for s in self.stages:

@@ -145,6 +145,31 @@ def test_signature_mirrors_the_launchers_specialization():
         specialize(["p_nope"], op, {})
 
 
+def test_constexpr_dims_are_compiled_in():
+    """launch constexpr_dims: the kernel takes those dims as tl.constexpr, the AOT signature
+    fixes their values, and the compiled kernel needs no more registers than without."""
+    d = ops.get("dot_interaction")
+    op, dims = d.op_for("gpu"), d.dims("gpu")
+    moves = [{"m": "split", "stage": "Z", "axis": "b", "size": 2, "into": ["bo", "bi"]},
+             {"m": "bind", "stage": "Z", "axis": "bo", "to": "grid"},
+             {"m": "split", "stage": "Z", "axis": "d", "size": 32},
+             {"m": "launch", "num_warps": 2, "dot_precision": "tf32x3"}]
+    regs = {}
+    for cx in ([], ["F", "D"]):
+        ms = moves[:-1] + [{**moves[-1], **({"constexpr_dims": cx} if cx else {})}]
+        plan = lower(apply_trace(op, Trace.make(op.name, ms)), dims)
+        src = TritonBackend().render(plan)
+        res = compile_aot(src, "cuda:90")["k_Z"]
+        if cx:
+            assert "def k_Z(p_X, p_Z, d_B, d_D: tl.constexpr, d_F: tl.constexpr)" in src.text
+            assert res["signature"]["d_D"] == res["signature"]["d_F"] == "constexpr"
+            assert res["signature"]["d_B"] == "i32"
+        else:
+            assert "tl.constexpr" not in src.text
+        regs[bool(cx)] = res["registers"]
+    assert regs[True] <= regs[False], regs
+
+
 def test_targets():
     assert gpu_target("cuda:90") == gpu_target("cuda:90")
     t = gpu_target("cuda:90")

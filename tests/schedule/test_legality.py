@@ -54,7 +54,10 @@ CASES = [
      "schema.unknown_stage"),
     ("softmax", [B_Y_I, {"m": "compute_at", "stage": "mx", "at": ["y", "zz"]}], 1,
      "schema.unknown_axis"),
+    ("softmax", [{"m": "launch", "constexpr_dims": "N"}], 0, "schema.bad_type"),
     # -- layer 2: semantics of one move (apply) ---------------------------------------------
+    ("softmax", [B_Y_I, {"m": "launch", "constexpr_dims": ["N", "K"]}], 1,
+     "semantics.unknown_dim"),
     ("softmax", [{"m": "inline", "stage": "e"}, {"m": "split", "stage": "e", "axis": "j",
                                                   "size": 4}], 1, "semantics.inlined"),
     ("softmax", [{"m": "split", "stage": "y", "axis": "j", "size": 16},

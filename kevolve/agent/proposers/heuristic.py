@@ -65,6 +65,7 @@ class HeuristicProposer:
             "vectorize": lambda: mu.vectorize_inner(t, r, op, gpu),
             "rows": lambda: mu.rows_per_program(t, r, op),
             "precision": lambda: mu.toggle_precision(t, r, gpu, op),
+            "constexpr": lambda: mu.toggle_constexpr(t, r, gpu, op),
             "prefetch": lambda: mu.toggle_prefetch(t, r, gpu),
             "unroll": lambda: mu.unroll_loop(t, r, op),
             "split": lambda: mu.split_tile(t, r, op),
@@ -79,7 +80,7 @@ class HeuristicProposer:
         for p in parents:
             self.seen.add(Trace.from_json(p.trace_json).to_json())
         names = ["scale", "scale", "warps", "stages", "online", "reduce_split", "vectorize",
-                 "rows", "precision", "prefetch", "unroll", "split"]
+                 "rows", "precision", "constexpr", "prefetch", "unroll", "split"]
         out: list[Proposal] = []
         for _ in range(self.attempts * max(1, n)):
             if len(out) >= n:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from ...ir.nodes import Binary, Load, Op, Reduce, Unary, walk
+from ...ir.nodes import Binary, Dim, Load, Op, Reduce, Unary, op_dims, walk
 from ...schedule.trace import Move, Trace
 
 MAX_TILE = 1 << 14
@@ -78,6 +78,31 @@ def toggle_precision(t: Trace, rng: random.Random, gpu: bool, op: Op) -> Trace |
     moves = moves_of(t)
     ln = _launch(moves)
     ln["dot_precision"] = "ieee" if ln.get("dot_precision") == "tf32x3" else "tf32x3"
+    return rebuild(t, moves)
+
+
+def static_dims(op: Op) -> list[str]:
+    """Dims worth compiling in: the inner extents of multi-dim inputs (feature counts,
+    widths). Leading extents (rows, samples, total jagged length) and bounds such as a
+    batch's longest segment change from call to call, and Triton compiles one kernel per
+    constexpr value."""
+    inner = {n.name for b in op.inputs if len(b.shape) > 1 for e in b.shape[1:]
+             for n in walk(e) if isinstance(n, Dim)}
+    return [d for d in op_dims(op) if d in inner]
+
+
+def toggle_constexpr(t: Trace, rng: random.Random, gpu: bool, op: Op) -> Trace | None:
+    """Compile one static dim into the kernel, or stop compiling it in."""
+    dims = static_dims(op)
+    if not gpu or not dims:
+        return None
+    moves = moves_of(t)
+    ln = _launch(moves)
+    have = set(ln.get("constexpr_dims", ()))
+    have ^= {rng.choice(dims)}
+    ln["constexpr_dims"] = sorted(have)
+    if not have:
+        del ln["constexpr_dims"]
     return rebuild(t, moves)
 
 

@@ -58,11 +58,12 @@ def launch_options(k) -> dict:
     return {"num_warps": k.num_warps or 4, "num_stages": k.num_stages or (3 if dot else 1)}
 
 
-def specialize(arg_names, op, dims: dict[str, int]):
+def specialize(arg_names, op, dims: dict[str, int], constexpr: tuple[str, ...] = ()):
     """(signature, constexprs, attrs) as Triton's launcher derives them from the arguments:
     pointers `*<dtype>` 16-byte aligned (torch allocations are); a Python int is i32 when it
-    fits, else i64, divisible-by-16 when it is, and a compile-time constant when it is 1.
-    A dim the shape class does not fix is a plain i32."""
+    fits, else i64, divisible-by-16 when it is, and a compile-time constant when it is 1 or
+    its dim is in `constexpr` (the schedule's constexpr_dims). A dim the shape class does
+    not fix is a plain i32."""
     types = buffer_dtypes(op)
     sig, consts, attrs = {}, {}, {}
     for i, name in enumerate(arg_names):
@@ -71,9 +72,9 @@ def specialize(arg_names, op, dims: dict[str, int]):
             attrs[(i,)] = [["tt.divisibility", 16]]
         elif name.startswith("d_"):
             v = dims.get(name[2:])
-            if v == 1:
+            if v == 1 or name[2:] in constexpr:
                 sig[name] = "constexpr"
-                consts[(i,)] = 1
+                consts[(i,)] = v
                 continue
             sig[name] = "i32" if v is None or _I32[0] <= v <= _I32[1] else "i64"
             if v is not None and v % 16 == 0:
@@ -105,7 +106,8 @@ def compile_aot(source: KernelSource, target: str, keep_asm: bool = False) -> di
     out = {}
     for k in plan.kernels:
         fn = getattr(mod, k.name)
-        sig, consts, attrs = specialize(fn.arg_names, plan.op, plan.dims_dict)
+        sig, consts, attrs = specialize(fn.arg_names, plan.op, plan.dims_dict,
+                                        k.constexpr_dims)
         opts = launch_options(k)
         try:
             ck = triton.compile(ASTSource(fn, sig, consts, attrs), target=tgt, options=opts)

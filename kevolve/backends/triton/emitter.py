@@ -466,7 +466,6 @@ def render_module(plan: Plan, dot_f32: bool = False) -> dict:
     op = plan.op
     dims = op_dims(op)
     bufs = buffers(op, plan)
-    args = [ptr(b) for b in bufs] + [f"d_{d}" for d in dims]
     kernels = []
     ctx = Ctx()
     wide = wide_offsets(op, plan)
@@ -474,6 +473,10 @@ def render_module(plan: Plan, dot_f32: bool = False) -> dict:
         body = KernelWriter(plan, k, dot_f32, wide).render()
         total = " * ".join(f"({emit(grid_count(k, lp), ctx, LANG, ptr)})" for lp in k.grid) \
             or "1"
+        # A constexpr dim is compiled in: index arithmetic folds and trip counts are known;
+        # Triton's JIT compiles one kernel per value, so other shapes stay correct.
+        args = [ptr(b) for b in bufs] + [f"d_{d}: tl.constexpr" if d in k.constexpr_dims
+                                         else f"d_{d}" for d in dims]
         kernels.append({"name": k.name, "args": ", ".join(args), "body": body,
                         "grid": total, "num_warps": k.num_warps or 4,
                         "num_stages": k.num_stages or (3 if k.steps[-1].strategy == "dot"
