@@ -44,10 +44,13 @@ def gpu_source(be: Backend, plan, lang, template: str, lang_name: str, flags: tu
                   dims=parts["dims"], buffers=parts["buffers"], guards=parts["guards"],
                   scratch=parts["scratch"], launch=parts["launch"],
                   buffer_names=parts["buffer_names"], wmma=parts["wmma"],
-                  emu_args=parts["emu_args"], **extra)
+                  emu_args=parts["emu_args"], aligned=parts["aligned"],
+                  vectors=parts["vectors"], **extra)
     return KernelSource(be.name, plan.op.name, lang_name, text, "kv_launch", flags,
                         meta={"plan": plan, "launch": parts["launch"],
-                              "guards": [g["msg"] for g in parts["guards"]],
+                              # kv_launch's codes: shape guards, then alignment checks
+                              "guards": [g["msg"] for g in parts["guards"] + parts["aligned"]],
+                              "aligned": parts["aligned"],
                               "guard_exprs": [{"py": g["py"], "msg": g["msg"]}
                                               for g in parts["guards"]],
                               "scratch": parts["scratch"], "wavefront": lang.wavefront,

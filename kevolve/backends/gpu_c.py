@@ -27,13 +27,13 @@ A language is data (`GpuLang`): index names, shuffle, barrier, the wavefront, ty
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..ir import dtypes as dt
 from ..ir.nodes import AxisRef, Const, Load, Reduce, op_dims, walk
 from ..schedule.errors import MoveError
 from ..schedule.plan import KernelPlan, Plan, Step
-from .clike import Assign, CLang, Comment, Decl, For, ScalarBuilder, c_float, c_line
+from .clike import Assign, CLang, Comment, Decl, For, ScalarBuilder, c_float, c_line, ptr
 from .pyexpr import Ctx, PyLang, emit
 from .tilewriter import grid_count, levels, reduces_in
 
@@ -53,6 +53,16 @@ class If:
 
 @dataclass
 class Scope:
+    body: list
+
+
+@dataclass
+class Unroll:
+    """The body once per lane `var` = 0 .. count-1, each copy in its own scope (printed
+    unrolled: constant register indices keep lane arrays out of local/LDS memory)."""
+
+    var: str
+    count: int
     body: list
 
 
@@ -115,22 +125,34 @@ class GpuLang:
     warp_barrier: str = "__syncwarp();"
     wmma: bool = False  # tensor-core fragments (nvcuda::wmma) for bf16/f16 contractions
     clang: CLang = GPU_CLANG
+    # element dtype -> {lanes: type of one 4- to 16-byte access} for vectorized loads and
+    # stores (kv_* types are the module template's own, where the language has none)
+    vectors: dict = field(default_factory=dict)
 
     def ptr_type(self, dtype: dt.DType) -> str:
         return {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t",
                 "bool": "int32_t", "bf16": self.bf16, "f16": self.f16}[dtype.name]
 
 
+_VECTORS = {"f32": {2: "float2", 4: "float4"}, "i32": {2: "int2", 4: "int4"},
+            "i64": {2: "longlong2"}}  # both languages; kv_*: raw bits (see the templates)
 CUDA_LANG = GpuLang("cuda", 32, "__shfl_xor_sync(0xffffffffu, {v}, {o}, {w})",
-                    "__nv_bfloat16", "__half", wmma=True)
+                    "__nv_bfloat16", "__half", wmma=True, vectors={
+                        **_VECTORS, "bf16": {2: "__nv_bfloat162", 4: "kv_bf16x4",
+                                                 8: "kv_bf16x8"},
+                        "f16": {2: "__half2", 4: "kv_f16x4", 8: "kv_f16x8"}})
+# HIP (ROCm 5.2) has float4 and __half2 but no bf16 pair: kv_bf16x2 is its 4 bytes
+_HIP_VECTORS = {**_VECTORS, "bf16": {2: "kv_bf16x2", 4: "kv_bf16x4", 8: "kv_bf16x8"},
+                "f16": {2: "__half2", 4: "kv_f16x4", 8: "kv_f16x8"}}
 
 
 def hip_lang(wavefront: int = 64) -> GpuLang:
     return GpuLang("hip", wavefront, "__shfl_xor({v}, {o}, {w})", "hip_bfloat16", "__half",
-                   warp_barrier="__syncwarp();")
+                   warp_barrier="__syncwarp();", vectors=_HIP_VECTORS)
 
 
 DEFAULT_WARPS = 4
+_SIZE = {"float": 4, "int64_t": 8, "int32_t": 4, "double": 8}  # bytes; 2 for bf16/f16 types
 
 # -- the generic builder ------------------------------------------------------------------
 
@@ -154,6 +176,10 @@ class GpuBuilder(ScalarBuilder):
         self.red_arrays = 0  # kv_red arrays (T floats each) the block reductions need
         self.uses_wmma = False
         self.path = "generic"
+        from .gpu_cache import Tiles  # both build on this module's statements
+        from .gpu_vector import Vectors
+        self.vec = Vectors(self)  # vectorize: per-thread vector loads and stores
+        self.tiles = Tiles(self)  # cache: shared-memory tiles
 
     # -- shared memory ---------------------------------------------------------------
     def shared_array(self, name: str, ctype: str, n: int, align: int = 4) -> None:
@@ -162,10 +188,9 @@ class GpuBuilder(ScalarBuilder):
     @property
     def shared_bytes(self) -> int:
         """Static shared memory as laid out in declaration order (what ptxas reports)."""
-        size = {"float": 4, "int64_t": 8, "int32_t": 4, "double": 8}
         off = 4 * self.T * self.red_arrays
         for _, t, n, align in self.shared:
-            off = -(-off // align) * align + n * size.get(t, 2)
+            off = -(-off // align) * align + n * _SIZE.get(t, 2)
         return off
 
     def shared_decls(self) -> list[str]:
@@ -175,12 +200,25 @@ class GpuBuilder(ScalarBuilder):
             out.append(f"    __shared__ {spec}{t} {name}[{n}];")
         return out
 
+    def ex(self, e, ctx: Ctx) -> str:
+        """Print `e`; loads of the current step that a shared tile holds read the tile."""
+        if not self.tiles.reads:
+            return super().ex(e, ctx)
+        load = self.lang.expr.load
+        lang = replace(self.lang.expr, load=lambda p, off, mask, ld:
+                       self.tiles.read(ld, ctx) or load(p, off, mask, ld))
+        return emit(e, ctx, lang, ptr)
+
     # -- program -----------------------------------------------------------------------
     def build(self) -> list:
         from .gpu_dot import DotBuilder  # the tiled contraction path
         dot = DotBuilder.try_build(self)
         if dot is not None:
             self.path = "dot-wmma" if self.uses_wmma else "dot-simt"
+            hints = [f"vectorize {lp.name}" for lp in self.k.loops if (lp.vector or 0) > 1] \
+                + [f"cache {b} ({sc})" for st in self.k.steps for b, sc in st.caches]
+            if hints:  # its operand tiles are in shared memory already
+                dot.insert(0, Comment(f"{', '.join(hints)}: not used by the tiled dot path"))
             return dot
         k = self.k
         out: list = [Decl("tid", "i64", f"(int64_t){self.g.thread_idx}")]
@@ -242,15 +280,23 @@ class GpuBuilder(ScalarBuilder):
         reds = reduces_in(st.body)
         ps = self.positions(st)
         S = _prod(sz for _, sz in ps)
-        R = max(1, self.T // S) if reds else 1
-        out.append(Comment(f"stage {st.stage.name} ({st.strategy}): {S} point(s), "
-                           f"{R} lane(s) per point"))
+        self.tiles.enter(st, pctx, out)  # stage the tiles it caches; map its loads on tiles
+        vs = self.vec.plan(st, pctx, out) if ps else None
+        n = S // vs.width if vs else S  # points, or vectors of W points
+        R = max(1, self.T // n) if reds else 1
+        if vs:
+            out.append(Comment(f"stage {st.stage.name} ({st.strategy}): {S} point(s) as "
+                               f"{n} vector(s) of {vs.width}, {R} lane(s) per vector"))
+            self.vec.note(st, vs, out)
+        else:
+            out.append(Comment(f"stage {st.stage.name} ({st.strategy}): {S} point(s), "
+                               f"{R} lane(s) per point"))
         if not ps:
             self.scalar_step(st, pctx, out, reds)
         elif R == 1:
-            self.owned_step(st, pctx, out, reds, S)
+            self.owned_step(st, pctx, out, reds, n, vs)
         else:
-            self.lanes_step(st, pctx, out, reds, S, R)
+            self.lanes_step(st, pctx, out, reds, n, R, vs)
 
     def scalar_step(self, st: Step, pctx: Ctx, out: list, reds) -> None:
         """No block positions: every thread takes part in the reductions (R = T lanes) and
@@ -272,8 +318,9 @@ class GpuBuilder(ScalarBuilder):
         out.append(Decl(name, "f32", val))
         pctx.locals[st.stage.name] = name
 
-    def owned_step(self, st: Step, pctx: Ctx, out: list, reds, S: int) -> None:
-        """Each thread owns whole points (flat = tid + it * T) and reduces them itself."""
+    def owned_step(self, st: Step, pctx: Ctx, out: list, reds, S: int, vs=None) -> None:
+        """Each thread owns whole points (flat = tid + it * T) and reduces them itself
+        (`vs`: S vector points of W elements each)."""
         T = self.T
         iters = -(-S // T)
         body: list = []
@@ -286,23 +333,40 @@ class GpuBuilder(ScalarBuilder):
             body.append(If(f"{flat} < {S}", inner))
             body = inner
         ctx = Ctx(locals=pctx.locals)
-        body = self.point(st, ctx, body, flat)
+        body = self.point(st, ctx, body, flat, vs)
         for r in reds:
             if st.strategy == "online" and r is st.body:
                 ctx.reduces[r] = self.online_point(st, r, ctx, body, None)
                 continue
             a = self.fresh("a")
-            body.append(Decl(a, "f32", self.lang.ident[r.op]))
+            body.append(self.acc_decl(a, self.lang.ident[r.op], vs))
             rctx = ctx.child()
-            inner = self.red_loops(st, r, rctx, body, None)
-            v = self.ex(r.body, rctx)
-            inner.append(Assign(a, self.lang.combine[r.op].format(a=a, b=self.lang.to_acc
-                                                                   .format(v))))
-            self.empty_fix(r, rctx, body, a)
+            inner = self.red_loops(st, r, rctx, body, None, vs)
+            self.accumulate(r, rctx, inner, a, vs)
+            for t in self.lanes_of(a, vs):
+                self.empty_fix(r, rctx, body, t)
             ctx.reduces[r] = a
-        self.finish(st, pctx, ctx, body, out)
+        self.finish(st, pctx, ctx, body, out, vs)
 
-    def lanes_step(self, st: Step, pctx: Ctx, out: list, reds, S: int, R: int) -> None:
+    def acc_decl(self, a: str, ident: str, vs) -> object:
+        return Decl(a, "f32", ident) if vs is None else self.vec.acc_decl(a, ident, vs.width)
+
+    def lanes_of(self, a: str, vs) -> list[str]:
+        """An accumulator's registers: itself, or one per lane of a vector point."""
+        return [a] if vs is None else [f"{a}[{w}]" for w in range(vs.width)]
+
+    def accumulate(self, r: Reduce, ctx: Ctx, inner: list, a: str, vs) -> None:
+        """Fold the reduction body at the innermost reduce loop into accumulator `a`
+        (with `vs`: a lane loop over the vector point, one accumulator per lane)."""
+        if vs is not None:
+            inner, ctx, w = self.vec.lanes(vs, ctx, inner, [r.body])
+            a = f"{a}[{w}]"
+        v = self.ex(r.body, ctx)
+        inner.append(Assign(a, self.lang.combine[r.op].format(a=a, b=self.lang.to_acc
+                                                               .format(v))))
+
+    def lanes_step(self, st: Step, pctx: Ctx, out: list, reds, S: int, R: int,
+                   vs=None) -> None:
         """Fewer points than threads: R lanes per point split each reduction, then combine
         (shuffles within a wavefront, shared memory across wavefronts)."""
         fast = self.reduce_inner(st, reds[0])  # lanes on the fast thread index
@@ -317,7 +381,7 @@ class GpuBuilder(ScalarBuilder):
                 self.value(m, ctx, out, None)
         accs = {}
         for red in reds:
-            accs[red] = self.lane_reduce(st, red, ctx, out, s, r, R, S, 1 if fast else S)
+            accs[red] = self.lane_reduce(st, red, ctx, out, s, r, R, S, 1 if fast else S, vs)
         fin: list = []
         out.append(Scope(fin))
         fctx = Ctx(locals=pctx.locals)
@@ -325,10 +389,12 @@ class GpuBuilder(ScalarBuilder):
         fctx.reduces.update(accs)
         guard: list = []
         fin.append(If(f"{r} == 0", guard))
-        body = self.point(st, fctx, guard, s)
+        body = self.point(st, fctx, guard, s, vs)
         for red in reds:
-            self.fix_empty(st, red, fctx.child(), body, accs[red])
-        self.finish(st, pctx, fctx, body, out)
+            c = fctx.child()
+            for t in self.lanes_of(accs[red], vs):
+                self.fix_empty(st, red, c, body, t)
+        self.finish(st, pctx, fctx, body, out, vs)
 
     def fix_empty(self, st: Step, r: Reduce, ctx: Ctx, body: list, target: str) -> None:
         """max/min of an empty segment is 0: bind the reduce extents here, then fix."""
@@ -339,9 +405,11 @@ class GpuBuilder(ScalarBuilder):
                 self.bounds(m, ctx, body)
         self.empty_fix(r, ctx, body, target)
 
-    def finish(self, st: Step, pctx: Ctx, ctx: Ctx, body: list, out: list) -> None:
+    def finish(self, st: Step, pctx: Ctx, ctx: Ctx, body: list, out: list, vs=None) -> None:
         """The step's value at an in-bounds point: the root stores it; a step computed at
         the root writes its shared array (then a barrier before anyone reads it)."""
+        if vs is not None:
+            return self.vec.finish(st, pctx, ctx, body, out, vs)
         val = self.ex(st.body, ctx)
         if st.is_root:
             self.store(st, val, ctx, body)
@@ -359,18 +427,24 @@ class GpuBuilder(ScalarBuilder):
         out.append(Line(self.g.barrier))
 
     # -- points and loops --------------------------------------------------------------
-    def point(self, st: Step, ctx: Ctx, out: list, flat: str) -> list:
+    def point(self, st: Step, ctx: Ctx, out: list, flat: str, vs=None) -> list:
         """Bind the step's spatial axis values at point `flat` (an index over the step's
         block positions, innermost fastest); returns the body that runs when the point is
-        inside the masks."""
+        inside the masks. With `vs` a point is a vector: `b<pos>` of its position is the
+        first of W elements."""
         order = sorted({lp.pos: lp.size for m in st.spatial
                         if (lp := self.block_of(m)) is not None}.items())
         stride = 1
         decls = []
         for n, (pos, size) in enumerate(reversed(order)):
+            vec = vs is not None and pos == vs.pos
+            if vec:
+                size //= vs.width
             e = flat if stride == 1 else f"({flat} / {stride})"
             if n < len(order) - 1:
                 e = f"{e} % {size}"
+            if vec:
+                e = f"({e}) * {vs.width}"
             decls.append(Decl(f"b{pos}", "i64", e))
             stride *= size
         out.extend(reversed(decls))
@@ -416,39 +490,45 @@ class GpuBuilder(ScalarBuilder):
         ctx.axes[f"__start_{a.name}"] = self.ex(a.start, ctx)
 
     def red_loops(self, st: Step, r: Reduce, ctx: Ctx, out: list,
-                  lanes: tuple[str, int] | None) -> list:
+                  lanes: tuple[str, int] | None, vs=None) -> list:
         """Open the loops over `r`'s reduce axes; the innermost block loop is strided over
-        `lanes` = (lane index, lane count) when a point's reduction is split."""
+        `lanes` = (lane index, lane count) when a point's reduction is split. A vectorized
+        innermost block (and no vector points `vs`) reads W elements per step and lane."""
+        vr = self.vec.reduce_plan(st, r, ctx, out) if vs is None else None
+
         def block(lp, v, hi, inner, last):
+            if vr is not None and last:
+                w, lane, n = vr.width, *(lanes or ("0", 1))
+                return Range(v, lane if lane == "0" else f"{lane} * {w}", hi, str(n * w),
+                             inner, lp.unroll)
             if lanes is not None and last:
                 return Range(v, lanes[0], hi, str(lanes[1]), inner, lp.unroll)
             return For(v, hi, inner, unroll=lp.unroll)
-        return self.open_reduce_loops(st, r, ctx, out, block)
+        inner = self.open_reduce_loops(st, r, ctx, out, block)
+        return inner if vr is None else self.vec.reduce_lanes(vr, ctx, inner)
 
     # -- reductions split over lanes -----------------------------------------------------
     def lane_reduce(self, st: Step, r: Reduce, ctx: Ctx, out: list, s: str | None, lane: str,
-                    R: int, S: int, lane_stride: int) -> str:
+                    R: int, S: int, lane_stride: int, vs=None) -> str:
         """Accumulate `r` for point `s` over this thread's lane share, then combine the R
         lanes of the point. Returns the register holding the combined value (every lane)."""
         online = st.strategy == "online" and r is st.body
         a = self.fresh("a")
-        vals = [a]
+        vals = self.lanes_of(a, vs)
         if online:
             mv = self.fresh("m")
             out.append(Decl(mv, "f32", "(-INFINITY)"))
             vals = [mv, a]
-        out.append(Decl(a, "f32", self.lang.ident["sum" if online else r.op]))
+        out.append(self.acc_decl(a, self.lang.ident["sum" if online else r.op], vs))
         scope: list = []
         out.append(Scope(scope))
         sctx = ctx.child()
-        body = scope if s is None else self.point(st, sctx, scope, s)
+        body = scope if s is None else self.point(st, sctx, scope, s, vs)
         if online:
             self.online_loop(st, r, sctx, body, mv, a, (lane, R))
         else:
-            inner = self.red_loops(st, r, sctx, body, (lane, R))
-            v = self.ex(r.body, sctx)
-            inner.append(Assign(a, self.lang.combine[r.op].format(a=a, b=self.lang.to_acc
-                                                                   .format(v))))
+            inner = self.red_loops(st, r, sctx, body, (lane, R), vs)
+            self.accumulate(r, sctx, inner, a, vs)
         self.combine_lanes(out, vals, r.op if not online else "online", lane, R, S,
                            lane_stride, s)
         if online:
@@ -458,7 +538,7 @@ class GpuBuilder(ScalarBuilder):
     def combine(self, op: str, a: list[str], b: list[str]) -> list:
         """Statements folding values `b` into `a` (online: (max, sum) pairs)."""
         if op != "online":
-            return [Assign(a[0], self.lang.combine[op].format(a=a[0], b=b[0]))]
+            return [Assign(x, self.lang.combine[op].format(a=x, b=y)) for x, y in zip(a, b)]
         (m1, s1), (m2, s2) = a, b
         nm = self.fresh("nm")
         return [Decl(nm, "f32", f"fmaxf({m1}, {m2})"),
@@ -543,6 +623,13 @@ def print_gpu(stmts: list, lang: GpuLang, ind: int = 1) -> list[str]:
             out.append(f"{pad}{{")
             out.extend(print_gpu(s.body, lang, ind + 1))
             out.append(f"{pad}}}")
+        elif isinstance(s, Unroll):
+            body = print_gpu(s.body, lang, ind + 1)
+            var = re.compile(rf"\b{s.var}\b")
+            for i in range(s.count):
+                out.append(f"{pad}{{  /* {s.var} = {i} */")
+                out.extend(var.sub(str(i), line) for line in body)
+                out.append(f"{pad}}}")
         elif isinstance(s, (For, Range)):
             if s.unroll:
                 out.append(f"{pad}#pragma unroll {s.unroll}" if s.unroll != "full"
@@ -595,10 +682,17 @@ def render_module(plan: Plan, lang: GpuLang) -> dict:
     kernels: list[KernelInfo] = []
     launch = []
     cctx, pctx = Ctx(), Ctx()
+    vec_guards: list = []  # shape guards the vector accesses rely on
+    aligned: dict[str, int] = {}  # buffer -> bytes of alignment vector accesses need
+    vectors = False
     for k in plan.kernels:
         b = GpuBuilder(plan, k, lang)
         body = "\n".join(print_gpu(b.build(), lang))
         kernels.append(KernelInfo(k.name, b.T, b.shared_bytes, b.path, body, b.shared_decls()))
+        vec_guards += [g for g in b.vec.guards if g not in vec_guards]
+        for n, by in b.vec.aligned.items():
+            aligned[n] = max(aligned.get(n, 0), by)
+        vectors = vectors or b.vec.used
         gl = [grid_count(k, lp) for lp in k.grid]
         launch.append({"name": k.name, "threads": b.T, "shared_bytes": b.shared_bytes,
                        "path": b.path,
@@ -608,7 +702,10 @@ def render_module(plan: Plan, lang: GpuLang) -> dict:
                                             for e in gl) or "1"})
     guards = [{"cond": emit(c, cctx, lang.clang.expr, lambda n: f"p_{n}"),
                "py": emit(c, pctx, HOST_EXPR, str), "msg": m}
-              for k in plan.kernels for c, m in k.guards]
+              for c, m in [g for k in plan.kernels for g in k.guards] + vec_guards]
+    align = [{"name": n, "bytes": aligned[n], "msg": f"buffer {n!r} must start on a "
+              f"{aligned[n]}-byte boundary (vectorized loads and stores)"}
+             for n in names if n in aligned]
     scratch = []
     for n in plan.scratch:
         b = op.stage(n).out
@@ -625,7 +722,8 @@ def render_module(plan: Plan, lang: GpuLang) -> dict:
     return {"kernels": kernels, "params": ", ".join(params), "args": args, "dims": dims,
             "emu_args": emu_args,
             "buffers": buffers, "guards": guards, "scratch": scratch, "launch": launch,
-            "buffer_names": names, "wmma": any(k.path == "dot-wmma" for k in kernels)}
+            "buffer_names": names, "wmma": any(k.path == "dot-wmma" for k in kernels),
+            "aligned": align, "vectors": vectors}
 
 
 # -- the third legality layer for GPU C languages -----------------------------------------
@@ -654,8 +752,7 @@ def check_gpu(backend, sched, plan: Plan, lang: GpuLang) -> None:
         b = GpuBuilder(plan, k, lang)
         b.build()
         if b.shared_bytes > caps.shared_bytes:
-            parts = ", ".join(f"{n} {c * (4 if t in ('float', 'int32_t') else 2)} B"
-                              for n, t, c, _ in b.shared)
+            parts = ", ".join(f"{n} {c * _SIZE.get(t, 2)} B" for n, t, c, _ in b.shared)
             if b.red_arrays:
                 parts += f", reduction scratch {4 * b.T * b.red_arrays} B"
             raise MoveError(None, "backend.shared_memory", f"{backend.name}: {k.name} needs "
@@ -734,4 +831,4 @@ def reads_contiguous(ld: Load, axis: str) -> bool:
 
 __all__ = ["GpuLang", "GpuBuilder", "CUDA_LANG", "hip_lang", "render_module", "check_gpu",
            "parse_ptxas", "parse_amd_remarks", "print_gpu", "Line", "If", "Scope", "Range",
-           "Const"]
+           "Unroll", "Const"]

@@ -115,6 +115,19 @@ def guard_error(msg: str) -> ValueError:
     return ValueError(msg + " (this kernel was lowered for another shape class)")
 
 
+def align_error(msg: str) -> ValueError:
+    return ValueError(msg + " (pass buffers that start on such a boundary, e.g. not a "
+                      "view at an odd offset)")
+
+
+def launch_error(source: KernelSource, rc: int) -> ValueError:
+    """The error for kv_launch's return code `rc` > 0: a shape guard or an alignment."""
+    msgs = source.meta["guards"]
+    if rc > len(msgs) - len(source.meta.get("aligned", ())):
+        return align_error(msgs[rc - 1])
+    return guard_error(msgs[rc - 1])
+
+
 def emulated_runner(source: KernelSource, lib: ctypes.CDLL):
     """Call the host stub on numpy arrays (bf16 buffers are float32 on the host, converted
     to bf16 bits on the way in and back on the way out)."""
@@ -155,7 +168,7 @@ def emulated_runner(source: KernelSource, lib: ctypes.CDLL):
         with _LOCK:  # the emulator keeps one block's state in process globals
             rc = fn(ptrs, dv, None)
         if rc > 0:
-            raise guard_error(source.meta["guards"][rc - 1])
+            raise launch_error(source, rc)
         if rc < 0:
             raise RuntimeError(f"kv_launch failed with {rc}")
         for _n, a, dev in back:
@@ -208,6 +221,8 @@ class CubinRunner:
         self.launch = source.meta["launch"]
         self.guards = source.meta["guard_exprs"]
         self.scratch = source.meta["scratch"]
+        self.aligned = [(self.names.index(a["name"]), a["bytes"], a["msg"])
+                        for a in source.meta.get("aligned", ())]
         self.fns = None
         self.kind = None
         self.seen: dict = {}
@@ -275,6 +290,9 @@ class CubinRunner:
             if t.device != dev or not t.is_contiguous():
                 raise TypeError(f"buffer {n!r} must be a contiguous tensor on {dev}")
             ptrs.append(t.data_ptr())
+        for i, nbytes, msg in self.aligned:  # vector accesses: checked per call
+            if ptrs[i] % nbytes:
+                raise align_error(msg)
         scratch = []
         for s in self.scratch:
             numel = int(eval(s["numel"], {"__builtins__": {}, "max": max, "min": min}, env))

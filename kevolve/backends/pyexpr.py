@@ -29,18 +29,20 @@ PY_BINOP = {"add": "+", "sub": "-", "mul": "*", "mod": "%", "floordiv": "//", "l
 
 @dataclass
 class Ctx:
-    """Names in scope while printing one step: axis values, computed-at stage values, and
-    accumulators of reductions already emitted."""
+    """Names in scope while printing one step: axis values, computed-at stage values,
+    accumulators of reductions already emitted, and loads whose values are already in
+    registers (the lanes of a vector load)."""
 
     axes: dict[str, str] = field(default_factory=dict)
     masks: dict[str, str | None] = field(default_factory=dict)
     locals: dict[str, str] = field(default_factory=dict)
     reduces: dict[Reduce, str] = field(default_factory=dict)
     guards: list[str] = field(default_factory=list)  # where() conditions around a load
+    loads: dict[Load, str] = field(default_factory=dict)  # loads already in registers
 
     def child(self) -> Ctx:
         return Ctx(dict(self.axes), dict(self.masks), dict(self.locals), dict(self.reduces),
-                   list(self.guards))
+                   list(self.guards), dict(self.loads))
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,8 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
         if isinstance(x, Reduce):
             return ctx.reduces[x]
         if isinstance(x, Load):
+            if ctx.loads and x in ctx.loads:  # e.g. a lane of a vector load (CUDA/HIP)
+                return ctx.loads[x]
             if x.buffer.name in ctx.locals:
                 return ctx.locals[x.buffer.name]
             guards, ctx.guards = ctx.guards, []  # index loads (offsets) are not guarded

@@ -100,6 +100,18 @@ struct __half { _Float16 x; };
 inline float __half2float(__half h) { return (float)h.x; }
 inline __half __float2half(float f) { return __half{(_Float16)f}; }
 
+/* The vector types of vectorized loads and stores: only their size and alignment matter
+ * (the generated code copies whole vectors between memory and register arrays). */
+struct alignas(8) float2 { float x, y; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) int2 { int x, y; };
+struct alignas(16) int4 { int x, y, z, w; };
+struct alignas(16) longlong2 { long long x, y; };
+struct alignas(8) uint2 { unsigned x, y; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(4) __nv_bfloat162 { __nv_bfloat16 x, y; };
+struct alignas(4) __half2 { __half x, y; };
+
 /* WMMA (nvcuda::wmma) for 16x16x16 tiles: every thread holds the whole tile. */
 namespace nvcuda {
 namespace wmma {
