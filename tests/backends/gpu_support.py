@@ -215,3 +215,140 @@ def illegal(name: str, moves: list[dict], be, shape="small") -> Exception:
     with pytest.raises(MoveError) as e:
         lower(be, name, shape, moves)
     return e.value
+
+
+def _rows(stage: str, axis: str, *stats: str, warps: int = 2) -> list[dict]:
+    """One program per row, the row statistics computed at the top of each program."""
+    return [{"m": "bind", "stage": stage, "axis": axis, "to": "grid"},
+            *[{"m": "compute_at", "stage": s, "at": [stage, axis]} for s in stats],
+            {"m": "launch", "num_warps": warps}]
+
+
+def _vec(stage: str, axis: str, width: int) -> dict:
+    return {"m": "vectorize", "stage": stage, "axis": axis, "width": width}
+
+
+def _cache(stage: str, buffer: str) -> dict:
+    return {"m": "cache", "stage": stage, "buffer": buffer, "scope": "shared"}
+
+
+_SOFTMAX = [{"m": "inline", "stage": "e"}, *_rows("y", "i", "mx", "s")]
+_SINGLE = [{"m": "reduction", "stage": s, "strategy": "single"} for s in ("mx", "s")]
+_JAGGED = {"uniform": {"B": 5, "D": 8, "max_len": 9, "lengths": "uniform"},
+           "masked_long": {"B": 6, "D": 12, "max_len": 25, "lengths": "one_long"},
+           "empty": {"B": 5, "D": 8, "max_len": 6, "lengths": "all_empty"}}
+F4, F2, TILE = "kv_vcopy<float4>", "kv_vcopy<float2>", "__shared__ __align__(16) float kv_c0["
+
+# Schedules that vectorize and cache (docs/backends.md, "Vector accesses" and "Shared
+# tiles"): label -> (op, moves, [(shape label, shape, what the CUDA source must contain
+# there)]). The shapes are exact and masked tiles whose extents the width divides, and
+# jagged ones with empty and long segments; the op's small and edge shapes run too, where
+# widths that do not divide fall back to scalar code (a comment in the source says so).
+VECTOR_CACHE: dict[str, tuple[str, list[dict], list[tuple[str, dict, tuple[str, ...]]]]] = {
+    "softmax_vector": ("softmax", [*_SOFTMAX, *_SINGLE, _vec("mx", "k", 4),
+                                   _vec("s", "k", 4), _vec("y", "j", 4)],
+                       [("exact", {"M": 3, "N": 64}, (F4,)),
+                        ("masked", {"M": 3, "N": 1000}, (F4,))]),
+    "softmax_cache": ("softmax", [*_SOFTMAX, _cache("mx", "x")],
+                      [("exact", {"M": 3, "N": 64}, (TILE + "64]",)),
+                       ("masked", {"M": 3, "N": 1000}, (TILE + "1024]",))]),
+    "softmax_cache_vector": ("softmax", [*_SOFTMAX, *_SINGLE, _vec("mx", "k", 4),
+                                         _vec("y", "j", 4), _cache("mx", "x")],
+                             [("masked", {"M": 3, "N": 1000}, (TILE, F4, "copied as"))]),
+    "softmax_online_vector": ("softmax", [
+        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+        {"m": "inline", "stage": "e"},
+        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
+        {"m": "split", "stage": "s", "axis": "k", "size": 16},
+        {"m": "compute_at", "stage": "mx", "at": ["y", "i"]},
+        {"m": "compute_at", "stage": "s", "at": ["y", "i"]},
+        {"m": "reduction", "stage": "s", "strategy": "online"},
+        _vec("s", "ki", 4), _vec("y", "ji", 4)],
+        [("exact", {"M": 3, "N": 64}, (F4,)), ("masked", {"M": 2, "N": 1000}, (F4,))]),
+    "layernorm_vector_cache": ("layernorm", [
+        {"m": "inline", "stage": "rstd"}, *_rows("y", "i", "mean", "var"),
+        *[{"m": "reduction", "stage": s, "strategy": "single"} for s in ("mean", "var")],
+        _vec("mean", "k", 4), _vec("y", "j", 4), _cache("mean", "x"),
+        _cache("y", "weight")],
+        [("exact", {"M": 3, "N": 64, "dtype": "f32"}, (TILE, F4, "kv_c1[")),
+         ("masked", {"M": 2, "N": 1000, "dtype": "f32"}, (TILE, F4)),
+         ("bf16", {"M": 2, "N": 96, "dtype": "bf16"}, ("kv_vcopy<kv_bf16x4>",
+                                                       "__nv_bfloat16 kv_c0["))]),
+    "rmsnorm_vector": ("rmsnorm", [*_rows("y", "i", "rstd"),
+                                   {"m": "reduction", "stage": "rstd", "strategy": "single"},
+                                   _vec("rstd", "k", 8), _vec("y", "j", 8)],
+                       [("bf16", {"M": 3, "N": 64, "dtype": "bf16"}, ("kv_vcopy<kv_bf16x8>",)),
+                        ("masked", {"M": 2, "N": 200, "dtype": "f32"}, ("2 x float4",))]),
+    "swish_add_vector_cache": ("swish_add", [
+        {"m": "split", "stage": "out", "axis": "i", "size": 64, "into": ["io", "ii"]},
+        {"m": "bind", "stage": "out", "axis": "io", "to": "grid"},
+        _vec("out", "ii", 2), _cache("out", "x")],
+        [("exact", {"n": 256, "dtype": "f32"}, (F2, TILE + "64]")),
+         ("masked", {"n": 1000, "dtype": "f32"}, (F2, TILE)),
+         ("f16", {"n": 130, "dtype": "f16"}, ("kv_vcopy<__half2>",))]),
+    "jagged_sum_vector": ("jagged_sum", [
+        {"m": "bind", "stage": "out", "axis": "b", "to": "grid"},
+        {"m": "split", "stage": "out", "axis": "l", "size": 4}, _vec("out", "d", 4),
+        {"m": "launch", "num_warps": 1}],
+        [(k, v, (F4,)) for k, v in _JAGGED.items()]),
+    "jagged_softmax_vector_cache": ("jagged_softmax", [
+        *_rows("y", "b", "mx", "s"), _vec("y", "d", 2), _cache("mx", "values")],
+        [(k, v, (F2, TILE)) for k, v in _JAGGED.items()]),
+    "jagged_to_padded_dense_vector": ("jagged_to_padded_dense", [
+        {"m": "bind", "stage": "out", "axis": "b", "to": "grid"},
+        {"m": "split", "stage": "out", "axis": "j", "size": 4, "into": ["jo", "ji"]},
+        _vec("out", "d", 4)],
+        [(k, v, (F4,)) for k, v in _JAGGED.items()]),
+    "jagged_dense_elementwise_add_vector_cache": ("jagged_dense_elementwise_add", [
+        {"m": "bind", "stage": "out", "axis": "b", "to": "grid"},
+        {"m": "split", "stage": "out", "axis": "l", "size": 4}, _vec("out", "d", 4),
+        _cache("out", "dense")],
+        [(k, v, (F4, TILE)) for k, v in _JAGGED.items()]),
+    "embedding_bag_vector": ("embedding_bag", [
+        {"m": "bind", "stage": "out", "axis": "b", "to": "grid"}, _vec("out", "d", 4),
+        {"m": "launch", "num_warps": 1}],
+        [("uniform", {"V": 30, "D": 8, "B": 9, "max_len": 7, "lengths": "uniform"}, (F4,)),
+         ("empty", {"V": 10, "D": 12, "B": 6, "max_len": 4, "lengths": "all_empty"}, (F4,))]),
+    "embedding_bag_cache": ("embedding_bag", [  # a gathered tile: rows indices[l]
+        {"m": "bind", "stage": "out", "axis": "b", "to": "grid"}, _vec("out", "d", 4),
+        _cache("out", "table")],
+        [("uniform", {"V": 30, "D": 8, "B": 9, "max_len": 7, "lengths": "uniform"},
+          (TILE, F4, "p_indices")),
+         ("long", {"V": 30, "D": 4, "B": 7, "max_len": 25, "lengths": "one_long"}, (TILE,))]),
+}
+
+
+def vector_cache_cases(edges: bool = True) -> list[tuple[str, str, list[dict], dict, tuple]]:
+    """(id, op, moves, shape, markers) for every VECTOR_CACHE variant at its own shapes
+    (markers required) and, with `edges`, the op's small and edge shapes (no markers)."""
+    out = []
+    for label, (name, moves, own) in VECTOR_CACHE.items():
+        out += [(f"{label}/{sl}", name, moves, sd, marks) for sl, sd, marks in own]
+        if edges:
+            out += [(f"{label}/{sl}", name, moves, sd, ()) for sl, sd in shapes(name)]
+    return out
+
+
+def ptx_of(text: str, nvcc: str, where, include=()) -> str:
+    """The PTX nvcc makes of a module's source for sm_90 (`include`: HIP-on-CUDA)."""
+    import hashlib
+    import subprocess
+    from pathlib import Path
+    stem = Path(where) / hashlib.sha256(text.encode()).hexdigest()[:16]
+    stem.with_suffix(".cu").write_text(text)
+    subprocess.run([nvcc, "-arch=sm_90", "-ptx", "-x", "cu", *[f"-I{p}" for p in include],
+                    "-o", str(stem.with_suffix(".ptx")), str(stem.with_suffix(".cu"))],
+                   check=True, capture_output=True)
+    return stem.with_suffix(".ptx").read_text()
+
+
+def vector_cache_ptx_ok(text: str, ptx: str) -> list[str]:
+    """What the PTX lacks that the source asked for: a vector load or store (`.v2`/`.v4`)
+    for every kv_vcopy, shared-memory accesses for every cached tile."""
+    import re
+    bad = []
+    if "kv_vcopy<" in text and not re.search(r"(ld|st)\.(global|shared)(\.nc)?\.v[24]\.", ptx):
+        bad.append("no vector load or store in the PTX")
+    if "kv_c0[" in text and not re.search(r"ld\.shared", ptx):
+        bad.append("no shared-memory load in the PTX")
+    return bad

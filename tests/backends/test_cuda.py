@@ -17,18 +17,22 @@ from gpu_support import (
     DOT_CASES,
     DTYPE_CASES,
     VARIANTS,
+    VECTOR_CACHE,
     check_emulated,
     check_launcher,
     illegal,
     lower,
     need,
     parallel,
+    ptx_of,
     shapes,
+    vector_cache_cases,
+    vector_cache_ptx_ok,
 )
 
 from kevolve import api, ops
 from kevolve.backends.cuda import CudaBackend
-from kevolve.backends.gpu_c import GpuBuilder, parse_ptxas
+from kevolve.backends.gpu_c import CUDA_LANG, GpuBuilder, parse_ptxas
 from kevolve.cli import main
 
 EMU = CudaBackend(emulate=True)
@@ -210,6 +214,164 @@ def test_python_launcher_scratch_and_guards(gxx):
     x = torch.randn(2, 100)
     with pytest.raises(ValueError, match="must fit one tile of 64.*another shape class"):
         kern({"x": x}, {"y": torch.empty_like(x)}, {})
+
+
+# -- vectorize and cache --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("label", sorted(VECTOR_CACHE))
+def test_emulated_vector_cache_variants(gxx, label):
+    """Per-thread vector accesses and shared-memory tiles, on fresh inputs against the
+    reference: at the variant's own shapes (exact and masked tiles, empty and long jagged
+    segments) the CUDA source must contain what the moves ask for (so an ignored move
+    fails); at the op's edge shapes a width that does not divide falls back to scalar code."""
+    cases = [c for c in vector_cache_cases() if c[0].split("/")[0] == label]
+
+    def one(case):
+        cid, name, moves, sd, marks = case
+        text = lower(EMU, name, sd, moves).text
+        return cid, [m for m in marks if m not in text], \
+            check_emulated(EMU, name, sd, moves, seeds=(0, 1))
+    for cid, missing, problems in parallel(one, cases):
+        assert not missing, (cid, "not in the source", missing)
+        assert not problems, (cid, problems)
+
+
+def _vc_build(case):
+    cid, name, moves, sd, _ = case
+    be = CudaBackend()
+    src = lower(be, name, sd, moves)
+    return cid, src, be.build(src)
+
+
+def test_vector_cache_variants_compile_for_sm90(nvcc, tmp_path):
+    """nvcc compiles every variant; ptxas' report is parsed (no spills, no stack: the lane
+    arrays live in registers; static shared memory, tiles included, exactly as layer 3
+    counts it) and the PTX has the vector and shared accesses the source asks for."""
+    results = parallel(_vc_build, vector_cache_cases(edges=False))
+    ptxs = parallel(lambda r: ptx_of(r[1].text, nvcc, tmp_path), results)
+    for (cid, src, kern), ptx in zip(results, ptxs):
+        plan = src.meta["plan"]
+        for k in plan.kernels:
+            d = kern.diagnostics["kernels"][k.name]
+            assert d["registers"] > 0, (cid, d)
+            assert d["spill_stores"] == d["spill_loads"] == d["stack_frame"] == 0, (cid, d)
+            b = GpuBuilder(plan, k, CudaBackend.lang)
+            b.build()
+            assert d["shared_bytes"] == b.shared_bytes, (cid, d, b.shared)
+        assert not vector_cache_ptx_ok(src.text, ptx), (cid, vector_cache_ptx_ok(src.text, ptx))
+
+
+_SWISH = [{"m": "split", "stage": "out", "axis": "i", "size": 64, "into": ["io", "ii"]},
+          {"m": "bind", "stage": "out", "axis": "io", "to": "grid"}]
+
+
+@pytest.mark.parametrize("dtype,width,vtype,count", [
+    ("f32", 2, "float2", 1), ("f32", 4, "float4", 1), ("f32", 8, "float4", 2),
+    ("bf16", 2, "__nv_bfloat162", 1), ("bf16", 4, "kv_bf16x4", 1), ("bf16", 8, "kv_bf16x8", 1),
+    ("f16", 2, "__half2", 1), ("f16", 8, "kv_f16x8", 1)])
+def test_vector_types_come_from_the_language(dtype, width, vtype, count):
+    assert vtype in CUDA_LANG.vectors[dtype].values()
+    moves = _SWISH + [{"m": "vectorize", "stage": "out", "axis": "ii", "width": width}]
+    text = lower(CudaBackend(), "swish_add", {"n": 512, "dtype": dtype}, moves).text
+    assert f"kv_vcopy<{vtype}>" in text
+    assert f"vector loads x ({count} x {vtype}), y ({count} x {vtype}); store out " \
+        f"({count} x {vtype})" in text
+
+
+def test_vectors_fall_back_to_scalar_code_and_say_why():
+    name, moves, _ = VECTOR_CACHE["softmax_vector"]
+    text = lower(CudaBackend(), name, {"M": 6, "N": 50}, moves).text
+    assert "kv_vcopy" not in text
+    assert "vectorize j x4: scalar code for stage y (j's extent 50 is not a multiple of 4)" \
+        in text
+    name, moves, _ = VECTOR_CACHE["jagged_sum_vector"]
+    text = lower(CudaBackend(), name, {"B": 5, "D": 3, "max_len": 6, "lengths": "full"},
+                 moves).text
+    assert "kv_vcopy" not in text and "d's extent 3 is not a multiple of 4" in text
+
+
+def test_each_load_is_vectorized_only_where_aligned(gxx):
+    """Per load: rows of a length W does not divide, or a first lane off a multiple of W,
+    stay scalar (with the reason in the source); the others and the store are vectors; the
+    result matches the reference either way."""
+    import numpy as np
+
+    from kevolve.ir import interp
+    from kevolve.ir.builder import axes, compute, dims, f32, input, op
+    from kevolve.schedule import Trace
+
+    M, N = dims("M N")
+    x, w = input("x", (M, N + 1), f32), input("w", (N + 4,), f32)
+    i, j = axes("i j", M, N)
+    y = compute("y", (i, j), x[i, j] + w[j + 4] * w[j + 1])
+    o = op("shifted", inputs=[x, w], outputs=[y])
+    moves = [{"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+             {"m": "vectorize", "stage": "y", "axis": "j", "width": 4}]
+    src = api.lower(o, Trace.make("shifted", moves), EMU, {"M": 3, "N": 8})
+    assert "vector loads w (1 x float4); store y (1 x float4); scalar: x: rows of 9 " \
+        "elements, not a multiple of 4; w: first lane not a multiple of 4 elements" in src.text
+    kern = EMU.build(src)
+    rng = np.random.default_rng(7)
+    ins = {"x": rng.standard_normal((3, 9)).astype(np.float32),
+           "w": rng.standard_normal(12).astype(np.float32)}
+    out = {"y": np.full((3, 8), np.nan, np.float32)}
+    kern(ins, out, {})
+    np.testing.assert_allclose(out["y"], interp.run(o, ins)["y"], rtol=1e-5)
+
+
+def test_vector_guards_refuse_other_shapes_and_misaligned_buffers(gxx):
+    import numpy as np
+    name, moves, _ = VECTOR_CACHE["softmax_vector"]
+    kern = EMU.build(lower(EMU, name, {"M": 3, "N": 1000}, moves))
+    x = np.random.default_rng(0).standard_normal((2, 996)).astype(np.float32)
+    kern({"x": x}, {"y": np.empty_like(x)}, {})  # 996 = 4 x 249: same shape class
+    x = np.ones((2, 998), np.float32)
+    with pytest.raises(ValueError, match="multiple of 4 .vectorize.*another shape class"):
+        kern({"x": x}, {"y": np.empty_like(x)}, {})
+    name, moves, _ = VECTOR_CACHE["swish_add_vector_cache"]
+    kern = EMU.build(lower(EMU, name, {"n": 256, "dtype": "f32"}, moves))
+    x = np.ones(257, np.float32)[1:]  # 4 bytes past an aligned start: not on an 8-byte one
+    with pytest.raises(ValueError, match="'x' must start on a 8-byte boundary"):
+        kern({"x": x, "y": np.ones(256, np.float32)}, {"out": np.empty(256, np.float32)}, {})
+
+
+def test_python_launcher_checks_alignment_per_call(gxx):
+    torch = pytest.importorskip("torch")
+    be = CudaBackend(loader="emulator")
+    name, moves, own = VECTOR_CACHE["swish_add_vector_cache"]
+    assert not check_launcher(be, name, own[0][1], moves)
+    kern = be.build(lower(be, name, own[0][1], moves))
+    y = torch.ones(256)
+    with pytest.raises(ValueError, match="'x' must start on a 8-byte boundary"):
+        kern({"x": torch.ones(257)[1:], "y": y}, {"out": torch.empty(256)}, {})
+
+
+def test_cache_scope_local_and_refusals():
+    name, moves, _ = VECTOR_CACHE["softmax_cache"]
+    local = [dict(m, scope="local") if m["m"] == "cache" else m for m in moves]
+    text = lower(CudaBackend(), name, "small", local).text
+    assert "cache x (local): registers" in text and "kv_c0" not in text
+    e = illegal("jagged_sum", [{"m": "bind", "stage": "out", "axis": "b", "to": "grid"},
+                               {"m": "split", "stage": "out", "axis": "l", "size": 4},
+                               {"m": "cache", "stage": "out", "buffer": "values",
+                                "scope": "shared"}], CudaBackend())
+    assert e.code == "backend.cache" and "looped reduction" in e.message
+    assert "drop the split" in e.hint
+    e = illegal("softmax", [*moves[:-1], {"m": "cache", "stage": "y", "buffer": "s",
+                                          "scope": "shared"}], CudaBackend())
+    assert e.code == "backend.cache" and "computed in the same program" in e.message
+    e = illegal("softmax", [*moves[:-1], {"m": "cache", "stage": "y", "buffer": "e",
+                                          "scope": "shared"}], CudaBackend())
+    assert e.code == "backend.cache" and "inlined" in e.message
+
+
+def test_shared_memory_limit_counts_cached_tiles():
+    name, moves, _ = VECTOR_CACHE["softmax_cache"]
+    lower(CudaBackend(), name, {"M": 2, "N": 8192}, moves)  # 32 KiB tile: fits
+    e = illegal(name, moves, CudaBackend(), {"M": 2, "N": 16384})
+    assert e.code == "backend.shared_memory" and "kv_c0 65536 B" in e.message
+    assert "49152" in e.message
 
 
 # -- layer 3 --------------------------------------------------------------------------------

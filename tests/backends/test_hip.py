@@ -16,12 +16,16 @@ from click.testing import CliRunner
 from gpu_support import (
     DOT_CASES,
     VARIANTS,
+    VECTOR_CACHE,
     check_emulated,
     illegal,
     lower,
     need,
     parallel,
+    ptx_of,
     shapes,
+    vector_cache_cases,
+    vector_cache_ptx_ok,
 )
 
 from kevolve import ops
@@ -223,6 +227,80 @@ def test_emulated_wave32_hip_on_cuda_rendering(gxx):
     for name in ("softmax", "jagged_softmax", "layernorm", "embedding_bag"):
         for label, sd in shapes(name)[:2]:
             assert not check_emulated(EMU32, name, sd, seeds=(0,)), (name, label)
+
+
+# -- vectorize and cache --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("label", sorted(VECTOR_CACHE))
+def test_emulated_vector_cache_variants(gxx, label):
+    """The HIP source's vector accesses and LDS tiles at wavefront 64 (the variant's own
+    shapes and the op's first edge shapes) and 32 (its own shapes), against the reference."""
+    name, moves, own = VECTOR_CACHE[label]
+    jobs = [(EMU64, sl, sd) for sl, sd, _ in own] + \
+        [(EMU64, sl, sd) for sl, sd in shapes(name)[:3]] + [(EMU32, sl, sd) for sl, sd, _ in own]
+    got = parallel(lambda j: (j[1], j[0].wavefront,
+                              check_emulated(j[0], name, j[2], moves, seeds=(0, 1))), jobs)
+    for sl, wave, problems in got:
+        assert not problems, (label, sl, wave, problems)
+
+
+def _vc_amd(case):
+    cid, name, moves, sd, _ = case
+    be = HipBackend(arch="gfx942" if cid.startswith("softmax_cache_vector") else "gfx90a")
+    src = lower(be, name, sd, moves)
+    return cid, be, src, be.build(src)
+
+
+def test_vector_cache_variants_compile_for_amd(hipcc):
+    """hipcc compiles every variant (gfx90a; one retargeted to gfx942): no spills and no
+    scratch (the lane arrays are registers), LDS at least what layer 3 counts, and the
+    HIP spelling of the vector types."""
+    for cid, be, src, kern in parallel(_vc_amd, vector_cache_cases(edges=False)):
+        assert "__nv_bfloat162" not in src.text and "__shfl_xor_sync" not in src.text
+        plan = src.meta["plan"]
+        for k in plan.kernels:
+            d = kern.diagnostics["kernels"][k.name]
+            assert d["vgprs"] > 0 and d["vgpr_spill"] == d["sgpr_spill"] == 0, (cid, d)
+            assert d["scratch"] == 0, (cid, d)
+            b = GpuBuilder(plan, k, be.lang)
+            b.build()
+            assert d["shared_bytes"] >= b.shared_bytes, (cid, d, b.shared)
+
+
+def test_vector_cache_variants_compile_as_hip_on_cuda(nvcc, tmp_path):
+    from kevolve.resources import templates_dir
+
+    def build(case):
+        cid, name, moves, sd, _ = case
+        be = HipBackend(platform="nvidia")
+        src = lower(be, name, sd, moves)
+        return cid, be, src, be.build(src)
+    results = parallel(build, vector_cache_cases(edges=False))
+    ptxs = parallel(lambda r: ptx_of(r[2].text, nvcc, tmp_path, (templates_dir() / "hip",)),
+                    results)
+    for (cid, be, src, kern), ptx in zip(results, ptxs):
+        plan = src.meta["plan"]
+        for k in plan.kernels:
+            d = kern.diagnostics["kernels"][k.name]
+            assert d["registers"] > 0 and d["spill_stores"] == d["stack_frame"] == 0, (cid, d)
+            b = GpuBuilder(plan, k, be.lang)
+            b.build()
+            assert d["shared_bytes"] == b.shared_bytes, (cid, d, b.shared)
+        assert not vector_cache_ptx_ok(src.text, ptx), (cid, vector_cache_ptx_ok(src.text, ptx))
+
+
+@pytest.mark.parametrize("dtype,width,vtype", [
+    ("f32", 4, "float4"), ("bf16", 2, "kv_bf16x2"), ("bf16", 8, "kv_bf16x8"),
+    ("f16", 2, "__half2"), ("f16", 4, "kv_f16x4")])
+def test_hip_vector_types(dtype, width, vtype):
+    moves = [{"m": "split", "stage": "out", "axis": "i", "size": 64, "into": ["io", "ii"]},
+             {"m": "bind", "stage": "out", "axis": "io", "to": "grid"},
+             {"m": "vectorize", "stage": "out", "axis": "ii", "width": width}]
+    for be in (HipBackend(), HipBackend(platform="nvidia")):
+        assert vtype in be.lang.vectors[dtype].values()
+        text = lower(be, "swish_add", {"n": 512, "dtype": dtype}, moves).text
+        assert f"kv_vcopy<{vtype}>" in text
 
 
 # -- layer 3 --------------------------------------------------------------------------------
