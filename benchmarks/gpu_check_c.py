@@ -3,9 +3,12 @@ default schedule, through `cuda` (nvcc -> cubin, launched by CuPy) and through `
 rendered for the HIP-on-CUDA path (wavefront 32, nvcc + kevolve's hip/hip_runtime.h).
 Each result is checked against torch in float64 on the device and timed beside torch eager
 in the same process (torch.compile too, with --compile, while the time budget lasts).
+Beside the default schedule, the ops in VARIANTS also run with per-thread vector loads
+and stores (`vectorize`) and shared-memory tiles (`cache`): the default trace plus a few
+moves, one row each (`schedule` names it; `--variants none` skips them).
 
     PYTHONPATH=. python3 benchmarks/gpu_check_c.py [--backends cuda,hip] [--ops a,b]
-        [--compile] [--budget-s 270] [--out DIR]
+        [--variants all|none|vector,cache_vector] [--compile] [--budget-s 270] [--out DIR]
 
 All kernels are compiled first, in parallel. Then per op: inputs are drawn once (fresh
 random values, never zeros), outputs are NaN-poisoned before each backend runs, inputs must
@@ -30,6 +33,67 @@ SUITE_FIRST = ("softmax", "layernorm", "swish_add", "gemm_bias_gelu", "embedding
                "jagged_sum", "jagged_softmax", "dot_interaction")
 
 
+def _vec(stage, axis, width):
+    return {"m": "vectorize", "stage": stage, "axis": axis, "width": width}
+
+
+def _single(*stages):
+    return [{"m": "reduction", "stage": s, "strategy": "single"} for s in stages]
+
+
+def _cache(stage, buffer):
+    return {"m": "cache", "stage": stage, "buffer": buffer, "scope": "shared"}
+
+
+# op -> {variant: moves appended to the op's default trace at the gpu preset}: 16-byte
+# accesses (4 f32, 8 bf16), and the row (or bag) read once into shared memory where the
+# default reads it two or three times. Each fits the 48 KiB of static shared memory.
+_ROWS = {"softmax": ("mx", "s", "y", "j"), "log_softmax": ("mx", "s", "y", "j")}
+VARIANTS = {
+    **{op: {"vector": [*_single(a, b), _vec(a, "k", 4), _vec(b, "k", 4), _vec(y, j, 4)],
+            "cache_vector": [*_single(a, b), _vec(a, "k", 4), _vec(y, j, 4), _cache(a, "x")]}
+       for op, (a, b, y, j) in _ROWS.items()},
+    "layernorm": {"vector": [*_single("mean", "var"), _vec("mean", "k", 8),
+                             _vec("var", "k", 8), _vec("y", "j", 8)],
+                  "cache_vector": [*_single("mean", "var"), _vec("mean", "k", 8),
+                                   _vec("y", "j", 8), _cache("mean", "x")]},
+    "rmsnorm": {"vector": [*_single("rstd"), _vec("rstd", "k", 8), _vec("y", "j", 8)],
+                "cache_vector": [*_single("rstd"), _vec("rstd", "k", 8), _vec("y", "j", 8),
+                                 _cache("rstd", "x")]},
+    "swish_add": {"vector": [_vec("out", "ii", 8)]},
+    "embedding_bag": {"vector": [_vec("out", "d", 4)],
+                      "cache_vector": [_vec("out", "d", 4), _cache("out", "table")]},
+    "embedding_bag_mean": {"vector": [_vec("out", "d", 4)]},
+    "jagged_sum": {"vector": [_vec("out", "d", 4)]},
+    "jagged_mean": {"vector": [_vec("out", "d", 4)]},
+    "jagged_softmax": {"vector": [_vec("y", "d", 4)]},
+    "jagged_to_padded_dense": {"vector": [_vec("out", "d", 4)]},
+    "jagged_dense_elementwise_add": {"vector": [_vec("out", "d", 4)]},
+}
+
+
+def schedules(name: str, wanted: str) -> list[str]:
+    """'default', then the op's variants that --variants selects."""
+    have = list(VARIANTS.get(name, {}))
+    if wanted == "none":
+        return ["default"]
+    if wanted != "all":
+        have = [v for v in have if v in wanted.split(",")]
+    return ["default"] + have
+
+
+def trace_for(name: str, sched: str, dims: dict):
+    """None (the default trace) or the default trace plus the variant's moves."""
+    if sched == "default":
+        return None
+    from kevolve import ops
+    from kevolve.schedule import Trace, default_trace
+    d = ops.get(name)
+    base = default_trace(d.op_for(d.shape("gpu")), dims)
+    return Trace.make(name, [m.to_dict() for m in base.moves] + VARIANTS[name][sched],
+                      dict(base.decisions))
+
+
 def backend_for(name: str):
     from kevolve.backends.cuda import CudaBackend
     from kevolve.backends.hip import HipBackend
@@ -42,16 +106,20 @@ def backend_for(name: str):
 
 def build(job):
     from kevolve import api, ops
-    name, bname = job
+    name, bname, sched = job
     d = ops.get(name)
     t0 = time.time()
     try:
         be = backend_for(bname)
         sd = d.shape("gpu")
-        src = api.lower(d.op_for(sd), None, be, d.dims(sd))
+        trace = trace_for(name, sched, d.dims(sd))
+        src = api.lower(d.op_for(sd), trace, be, d.dims(sd))
         kern = be.build(src)
+        extra = {} if trace is None else {"moves": VARIANTS[name][sched],
+                                          "vector": "kv_vcopy<" in src.text,
+                                          "shared_tiles": "kv_c0[" in src.text}
         return job, kern, {"compile_s": time.time() - t0, "paths": src.meta["paths"],
-                           "resources": kern.diagnostics.get("kernels", {})}
+                           "resources": kern.diagnostics.get("kernels", {}), **extra}
     except Exception as e:
         return job, None, {"verdict": "error", "message": f"build: {type(e).__name__}: {e}"
                            [:3000]}
@@ -101,9 +169,9 @@ def check_op(name, case, kernels, results, args, copy_bps, mm_flops, t_start):
     eager_ms = do_bench(lambda: d.torch_eager(ins, params), return_mode="median")
     floor_ms = fl.time_s(copy_bps, mm_flops) * 1e3
     setup_s = time.time() - t0
-    for bname in args.backends:
-        row = results[(name, bname)]
-        kern = kernels.get((name, bname))
+    for job in [j for j in results if j[0] == name]:
+        row = results[job]
+        kern = kernels.get(job)
         row.update(floor_ms=floor_ms, eager_ms=eager_ms, setup_s=setup_s)
         if kern is None:
             continue
@@ -127,8 +195,8 @@ def check_op(name, case, kernels, results, args, copy_bps, mm_flops, t_start):
             fn(ins)
             torch.cuda.synchronize()
             ms = do_bench(lambda: fn(ins), return_mode="median")
-            for bname in args.backends:
-                results[(name, bname)]["compile_ms"] = ms
+            for job in [j for j in results if j[0] == name]:
+                results[job]["compile_ms"] = ms
         except Exception as e:
             print(f"torch.compile {name}: {type(e).__name__}: {e}", flush=True)
 
@@ -144,6 +212,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--compile-only", action="store_true",
                     help="compile every kernel and print the resource table (no GPU needed)")
+    ap.add_argument("--variants", default="all",
+                    help="vectorize/cache schedules beside the defaults: all, none, or a "
+                         f"comma list of {sorted({v for x in VARIANTS.values() for v in x})}")
     args = ap.parse_args()
     args.backends = [b for b in args.backends.split(",") if b]
     t_start = time.time()
@@ -152,11 +223,12 @@ def main() -> int:
     names = [n for n in args.ops.split(",") if n] or \
         [n for n in SUITE_FIRST if n in O.names()] + \
         [n for n in O.names() if n not in SUITE_FIRST]
-    jobs = [(n, b) for n in names for b in args.backends]
+    jobs = [(n, b, s) for n in names for b in args.backends
+            for s in schedules(n, args.variants)]
     kernels, results = {}, {}
     with ThreadPoolExecutor(os.cpu_count() or 4) as ex:
         for job, kern, info in ex.map(build, jobs):
-            results[job] = {"op": job[0], "backend": job[1], **info}
+            results[job] = {"op": job[0], "backend": job[1], "schedule": job[2], **info}
             if kern is not None:
                 kernels[job] = kern
     print(f"compiled {len(kernels)}/{len(jobs)} in {time.time() - t_start:.1f} s", flush=True)
@@ -190,21 +262,22 @@ def main() -> int:
         case, nxt = (nxt.result() if nxt is not None else None), None
         if i + 1 < len(names) and time.time() - t_start < args.budget_s:
             nxt = prefetch.submit(make_case, names[i + 1], args.seed)
+        rows = [results[j] for j in results if j[0] == name]
         if time.time() - t_start > args.budget_s:
-            for b in args.backends:
-                results[(name, b)].setdefault("verdict", "not run (time budget)")
+            for row in rows:
+                row.setdefault("verdict", "not run (time budget)")
             del case
             continue
         try:
             check_op(name, case, kernels, results, args, copy_bps, mm_flops, t_start)
         except Exception as e:
-            for b in args.backends:
-                results[(name, b)].setdefault("verdict", "error")
-                results[(name, b)].setdefault("message", f"{type(e).__name__}: {e}"[:3000])
+            for row in rows:
+                row.setdefault("verdict", "error")
+                row.setdefault("message", f"{type(e).__name__}: {e}"[:3000])
             traceback.print_exc()
         torch.cuda.empty_cache()
-        for b in args.backends:
-            print(json.dumps(results[(name, b)]), flush=True)
+        for row in rows:
+            print(json.dumps(row), flush=True)
         dump()
     smoke = loader_smoke(torch)
     dump()
@@ -257,7 +330,9 @@ def table(rows) -> None:
         regs = max((v.get("registers", 0) for v in (r.get("resources") or {}).values()),
                    default=0)
         path = ",".join(sorted(set(paths.values()))) or "-"
-        print(f"{r['op']:28s} {r['backend']:7s} {path:9s} {str(r.get('verdict')):8s} "
+        sched = r.get("schedule", "default")
+        op = r["op"] if sched == "default" else f"{r['op']}[{sched}]"
+        print(f"{op:28s} {r['backend']:7s} {path:9s} {str(r.get('verdict')):8s} "
               f"{f(r.get('max_error'), 9, 2)} {f(k)} {f(e)} {f(c)} "
               f"{f(e / k if k and e else None, 8, 2)} "
               f"{f(100 * fl / k if k and fl else None, 7, 1)} {regs:5d}")
