@@ -253,9 +253,10 @@ def _vc_amd(case):
 
 
 def test_vector_cache_variants_compile_for_amd(hipcc):
-    """hipcc compiles every variant (gfx90a; one retargeted to gfx942): no spills and no
-    scratch (the lane arrays are registers), LDS at least what layer 3 counts, and the
-    HIP spelling of the vector types."""
+    """hipcc compiles every variant (gfx90a; one retargeted to gfx942): no spills, no
+    scratch and LDS exactly what layer 3 counts (clang moves a register array it cannot
+    split into scratch or LDS; the lane arrays must stay in registers), with the HIP
+    spelling of the vector types."""
     for cid, be, src, kern in parallel(_vc_amd, vector_cache_cases(edges=False)):
         assert "__nv_bfloat162" not in src.text and "__shfl_xor_sync" not in src.text
         plan = src.meta["plan"]
@@ -265,7 +266,7 @@ def test_vector_cache_variants_compile_for_amd(hipcc):
             assert d["scratch"] == 0, (cid, d)
             b = GpuBuilder(plan, k, be.lang)
             b.build()
-            assert d["shared_bytes"] >= b.shared_bytes, (cid, d, b.shared)
+            assert d["shared_bytes"] == b.shared_bytes, (cid, d, b.shared)
 
 
 def test_vector_cache_variants_compile_as_hip_on_cuda(nvcc, tmp_path):

@@ -12,6 +12,8 @@
  *   hipDeviceSynchronize             their cuda* namesakes
  *   hip_bfloat16 (hip/hip_bfloat16.h)   a 2-byte class over __nv_bfloat16
  *   __half, __half2float, __float2half (hip/hip_fp16.h)   cuda_fp16.h
+ *   float2/float4, int2/int4, longlong2, uint2/uint4, __half2 (the vector accesses of
+ *   `vectorize`)                     CUDA's own types of the same names and layouts
  */
 #ifndef KEVOLVE_HIP_ON_CUDA_RUNTIME_H
 #define KEVOLVE_HIP_ON_CUDA_RUNTIME_H
