@@ -357,7 +357,7 @@ class GpuBuilder(ScalarBuilder):
 
     def accumulate(self, r: Reduce, ctx: Ctx, inner: list, a: str, vs) -> None:
         """Fold the reduction body at the innermost reduce loop into accumulator `a`
-        (with `vs`: a lane loop over the vector point, one accumulator per lane)."""
+        (with `vs`: per lane of the vector point, one accumulator each)."""
         if vs is not None:
             inner, ctx, w = self.vec.lanes(vs, ctx, inner, [r.body])
             a = f"{a}[{w}]"

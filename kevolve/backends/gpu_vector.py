@@ -3,10 +3,11 @@
 `vectorize` on a block loop with width W: on the generic path each thread then handles W
 consecutive elements of that loop's axis (a *vector point*) instead of one. A load that
 reads those W elements consecutively becomes one access of a vector type (`float4`,
-`__nv_bfloat162`, ...: the language's `GpuLang.vectors`) into a small register array; a
-lane loop computes the W values from it, and a contiguous store writes them back as one
-access. A vectorized reduce block (a softmax row, after a `reduction` move) strides its
-lanes by W and reads W elements per access the same way.
+`__nv_bfloat162`, ...: the language's `GpuLang.vectors`) into a small register array; the
+W lanes (printed unrolled, so the arrays stay registers) compute their values from it,
+and a contiguous store writes them back as one access. A vectorized reduce block (a
+softmax row, after a `reduction` move) strides its lanes by W and reads W elements per
+access the same way.
 
 Each access is vectorized only where that is legal for the plan's shape class; anything
 else stays scalar, with a comment in the source that says why:
@@ -335,6 +336,8 @@ class Vectors:
         return name
 
     def copies(self, acc: Access, dst: str, src: str) -> list:
+        """The statements moving W lanes from `src` to `dst`: one `kv_vcopy<V>` per access
+        (a W wider than 16 bytes takes several)."""
         step = acc.lanes
         return [Line(f"kv_vcopy<{acc.vtype}>({_plus(dst, i * step)}, {_plus(src, i * step)});")
                 for i in range(acc.count)]
@@ -359,9 +362,9 @@ class Vectors:
         return lanes
 
     def lanes(self, vs: VecStep, ctx: Ctx, out: list, exprs) -> tuple[list, Ctx, str]:
-        """Hoist the vector loads `exprs` read, open the lane loop: (its body, a context
-        with the lane's axis value and loads, the lane variable). Inside the loop `b<pos>`
-        is redeclared as the lane's coordinate, so computed-at arrays index per lane."""
+        """Hoist the vector loads `exprs` read, then open the lanes: (their body, a context
+        with the lane's axis value and loads, the lane variable). Inside, `b<pos>` is
+        redeclared as the lane's coordinate, so computed-at arrays index per lane."""
         b = self.b
         w = b.fresh("w")
         mine = {ld for e in exprs for ld in loads_with_conds(e)}
@@ -379,7 +382,7 @@ class Vectors:
 
     def reduce_lanes(self, vr: VecReduce, ctx: Ctx, inner: list) -> list:
         """Inside a vectorized reduce block (the loop variable at the vector's first
-        element): vector loads, then the lane loop; `ctx` now names the lane's values."""
+        element): vector loads, then the lanes; `ctx` now names the lane's values."""
         b = self.b
         w = b.fresh("w")
         lanes = self.hoist(vr.loads.values(), vr.width, ctx, inner, w)
