@@ -30,6 +30,9 @@ class Caps:
     max_warps: int = 32
     wavefront: int = 32
     bind_targets: frozenset[str] = frozenset({"grid"})
+    # Moves this backend renders itself; the others in `moves` are accepted and left to its
+    # compiler (Triton vectorizes and stages tiles on its own), so proposers skip them.
+    renders: frozenset[str] = frozenset({"vectorize"})
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,8 @@ def _caps(platform: str, wavefront: int, arch: str) -> Caps:
     return Caps("hip", dtypes=("f32", "bf16", "f16", "i32", "i64"), max_tile_elems=1 << 20,
                 max_threads=1024, shared_bytes=shared, vector_widths=(1, 2, 4, 8),
                 max_warps=64, wavefront=wavefront,
-                bind_targets=frozenset({"grid", "threads"}))
+                bind_targets=frozenset({"grid", "threads"}),
+                renders=frozenset({"vectorize", "cache"}))
 
 
 class HipBackend(Backend):

@@ -4,9 +4,11 @@ applies and lowers, or None where it does not apply."""
 from __future__ import annotations
 
 import random
+from dataclasses import asdict
 
 from kevolve import ops
 from kevolve.agent.proposers import mutations as mu
+from kevolve.backends.registry import get as get_backend
 from kevolve.schedule import Trace, apply_trace, default_trace, lower
 
 
@@ -33,3 +35,44 @@ def test_toggle_constexpr_adds_and_removes_a_dim():
         seen.add(cx)
     assert {(), ("D",), ("F",), ("D", "F")} & seen >= {("D",), ("F",)}
     assert Trace.from_json(cur.to_json()) == cur
+
+
+def _caps(name: str) -> dict:
+    """The caps a search hands its proposer (asdict of the backend's Caps)."""
+    return asdict(get_backend(name).caps)
+
+
+def test_vectorize_and_cache_only_where_the_backend_renders_them():
+    d = ops.get("softmax")
+    op, dims = d.op_for("gpu"), d.dims("gpu")
+    t = default_trace(op, dims)
+    rng = random.Random(0)
+    triton = _caps("triton")
+    assert mu.vectorize_inner(t, rng, op, triton) is None
+    assert mu.toggle_cache(t, rng, op, triton) is None
+    assert mu.toggle_cache(t, rng, op, _caps("cpu")) is None  # the CPU C backend ignores it
+    cuda = _caps("cuda")
+    v = mu.vectorize_inner(t, rng, op, cuda)
+    vec = [m for m in mu.moves_of(v) if m["m"] == "vectorize"]
+    assert len(vec) == 1 and vec[0]["width"] in (2, 4, 8), vec
+    assert mu.vectorize_inner(v, rng, op, cuda) == t  # toggles back off
+
+
+def test_toggle_cache_names_a_stage_that_reads_the_buffer_and_lowers():
+    d = ops.get("softmax")
+    op, dims = d.op_for("gpu"), d.dims("gpu")
+    t = default_trace(op, dims)
+    pairs = mu.cache_candidates(op)
+    assert ("mx", "x") in pairs and all(b == "x" for _, b in pairs)
+    cuda = _caps("cuda")
+    rng = random.Random(1)
+    seen = set()
+    for _ in range(20):
+        c = mu.toggle_cache(t, rng, op, cuda)
+        if c is None:
+            continue
+        (mv,) = [m for m in mu.moves_of(c) if m["m"] == "cache"]
+        assert (mv["stage"], mv["buffer"]) in pairs and mv["scope"] == "shared"
+        seen.add(mv["stage"])
+        lower(apply_trace(op, c), dims)
+    assert seen, "no cache move proposed"

@@ -62,7 +62,8 @@ class HeuristicProposer:
             "stages": lambda: mu.change_stages(t, r, gpu),
             "online": lambda: mu.toggle_online(t, r, op),
             "reduce_split": lambda: mu.toggle_reduce_split(t, r, op),
-            "vectorize": lambda: mu.vectorize_inner(t, r, op, gpu),
+            "vectorize": lambda: mu.vectorize_inner(t, r, op, ctx.caps),
+            "cache": lambda: mu.toggle_cache(t, r, op, ctx.caps),
             "rows": lambda: mu.rows_per_program(t, r, op),
             "precision": lambda: mu.toggle_precision(t, r, gpu, op),
             "constexpr": lambda: mu.toggle_constexpr(t, r, gpu, op),
@@ -80,7 +81,7 @@ class HeuristicProposer:
         for p in parents:
             self.seen.add(Trace.from_json(p.trace_json).to_json())
         names = ["scale", "scale", "warps", "stages", "online", "reduce_split", "vectorize",
-                 "rows", "precision", "constexpr", "prefetch", "unroll", "split"]
+                 "cache", "rows", "precision", "constexpr", "prefetch", "unroll", "split"]
         out: list[Proposal] = []
         for _ in range(self.attempts * max(1, n)):
             if len(out) >= n:

@@ -241,9 +241,15 @@ def toggle_reduce_split(t: Trace, rng: random.Random, op: Op) -> Trace | None:
     return rebuild(t, moves, dec)
 
 
-def vectorize_inner(t: Trace, rng: random.Random, op: Op, gpu: bool) -> Trace | None:
-    """C backends: mark the root's innermost tile axis for SIMD with a width."""
-    if gpu:
+def _renders(caps: dict, move: str) -> bool:
+    return move in caps.get("renders", ())
+
+
+def vectorize_inner(t: Trace, rng: random.Random, op: Op, caps: dict) -> Trace | None:
+    """Vector accesses along the root's innermost tile axis (CPU SIMD lanes, CUDA/HIP
+    per-thread float4s), or stop; only where the backend renders vectorize itself."""
+    widths = [w for w in caps.get("vector_widths", ()) if w > 1]
+    if not _renders(caps, "vectorize") or not widths:
         return None
     moves = moves_of(t)
     root = op.stage(op.outputs[0])
@@ -254,13 +260,43 @@ def vectorize_inner(t: Trace, rng: random.Random, op: Op, gpu: bool) -> Trace | 
     if have:
         moves = [m for m in moves if m not in have]
     else:
-        w = rng.choice((4, 8, 16))
+        w = rng.choice(widths)
         if sp is not None:
             size = sp["size"] if isinstance(sp["size"], int) else dict(t.decisions).get(
                 sp["size"], 0)
             if size and size % w:
                 return None
         moves.append({"m": "vectorize", "stage": root.name, "axis": name, "width": w})
+    return rebuild(t, moves)
+
+
+def cache_candidates(op: Op) -> list[tuple[str, str]]:
+    """(stage, input buffer) pairs a `cache` move can name: each stage's direct reads."""
+    names = {b.name for b in op.inputs}
+    out = []
+    for s in op.stages:
+        for n in walk(s.body):
+            if isinstance(n, Load) and n.buffer.name in names and \
+                    (s.name, n.buffer.name) not in out:
+                out.append((s.name, n.buffer.name))
+    return out
+
+
+def toggle_cache(t: Trace, rng: random.Random, op: Op, caps: dict) -> Trace | None:
+    """Stage the tile one stage reads of an input in shared memory (a row read by several
+    stages is then read from memory once), or stop; only where the backend renders it."""
+    moves = moves_of(t)
+    inlined = {m["stage"] for m in moves if m["m"] == "inline"}
+    pairs = [p for p in cache_candidates(op) if p[0] not in inlined]
+    if not _renders(caps, "cache") or not pairs:
+        return None
+    stage, buf = rng.choice(pairs)
+    have = [m for m in moves if m["m"] == "cache" and m["stage"] == stage
+            and m["buffer"] == buf]
+    if have:
+        moves = [m for m in moves if m not in have]
+    else:
+        moves.append({"m": "cache", "stage": stage, "buffer": buf, "scope": "shared"})
     return rebuild(t, moves)
 
 

@@ -37,7 +37,7 @@ class TritonBackend(Backend):
     name = "triton"
     tensor_lib = "torch"
     caps = Caps("cuda", max_tile_elems=1 << 17, max_warps=32, wavefront=32,
-                bind_targets=frozenset({"grid", "threads"}))
+                bind_targets=frozenset({"grid", "threads"}), renders=frozenset())
 
     def __init__(self, interpret: bool = False, device: str | None = None):
         self.interpret = interpret
