@@ -1,9 +1,9 @@
 """Schedules: how an op runs, as a replayable list of named moves, and its lowering."""
 
 from .apply import apply, apply_trace
-from .caching import lower  # lower.py plus the cache moves on each step
 from .defaults import default_trace
 from .errors import MoveError
+from .lower import lower
 from .moves import MOVES, json_schema, trace_schema
 from .plan import KernelPlan, Plan
 from .state import Schedule, initial

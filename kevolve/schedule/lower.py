@@ -292,7 +292,8 @@ def _step(ss: StageSched, stage, bodies, spatial: dict[str, AxisMap], level, loo
     if dot and strat in ("single", "looped"):
         strat = "dot"
     return Step(stage, body, level, tuple(spatial[a.name] for a in stage.axes),
-                tuple(red_loops), tuple(red_maps), strat, None, is_root, ss.prefetch)
+                tuple(red_loops), tuple(red_maps), strat, None, is_root, ss.prefetch,
+                ss.caches)
 
 
 def _strip(x: Expr) -> Expr:
@@ -392,6 +393,9 @@ def _fold_online(sched: Schedule, steps: list[Step], bodies) -> list[Step]:
             raise MoveError(idx, "semantics.online", f"the max in {mx!r} does not range over "
                             f"the same values as {st.stage.name!r}'s exponent",
                             "online needs sum_(exp(x - max_(x))) over the same axis")
-        out[out.index(st)] = replace(st, online_max=mx)  # earlier folds shift positions
+        # one pass computes both, so the sum also stages what the max asked to cache
+        caches = st.caches + tuple(c for c in mstep.caches
+                                   if c[0] not in {b for b, _ in st.caches})
+        out[out.index(st)] = replace(st, online_max=mx, caches=caches)  # folds shift places
         out.remove(mstep)
     return out

@@ -130,3 +130,21 @@ def test_a_tile_cannot_move_outside_its_outer_loop_even_when_not_adjacent(name, 
     with pytest.raises(MoveError) as e:
         lower(apply_trace(op, Trace.make(op.name, moves)), dims)
     assert (e.value.move_index, e.value.code) == (index, "semantics.tile_order")
+
+
+def test_steps_carry_their_cache_moves_and_an_online_sum_its_max_stages():
+    """A step lists its stage's cache moves; an online sum, which computes its max stage
+    too, lists the max stage's as well."""
+    op, dims = small("softmax")
+    moves = [{"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+             {"m": "inline", "stage": "e"},
+             {"m": "compute_at", "stage": "mx", "at": ["y", "i"]},
+             {"m": "compute_at", "stage": "s", "at": ["y", "i"]},
+             {"m": "cache", "stage": "mx", "buffer": "x", "scope": "shared"}]
+    plan = lower(apply_trace(op, Trace.make("softmax", moves)), dims)
+    caches = {st.stage.name: st.caches for st in plan.kernels[0].steps}
+    assert caches == {"mx": (("x", "shared"),), "s": (), "y": ()}
+    online = moves + [{"m": "reduction", "stage": "s", "strategy": "online"}]
+    plan = lower(apply_trace(op, Trace.make("softmax", online)), dims)
+    (s, y) = plan.kernels[0].steps
+    assert s.online_max == "mx" and s.caches == (("x", "shared"),) and y.caches == ()
