@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..backends.compiler_reports import totals
 from ..ir.interp import bind_dims, output_shapes
 from ..ir.nodes import Op
 from .types import EvalJob, Result
@@ -219,6 +220,7 @@ class Evaluator:
             self._kernels[src.hash] = k
         diag.update({f"compiler.{key}": v for key, v in k.diagnostics.items()
                      if isinstance(v, (int, float, str))})
+        diag.update({f"compiler.{key}": v for key, v in totals(k.diagnostics).items()})
         return src, k
 
     def _call(self, k, ins, outs, params, sync):

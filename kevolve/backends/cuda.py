@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 
 from .base import Backend, Caps, Kernel, KernelSource, check_caps
-from .gpu_c import CUDA_LANG, check_gpu, parse_ptxas, render_module
+from .compiler_reports import parse_ptxas
+from .gpu_c import CUDA_LANG, check_gpu, render_module
 from .gpu_runtime import (
     CompileError,
     CubinRunner,

@@ -762,66 +762,6 @@ def check_gpu(backend, sched, plan: Plan, lang: GpuLang) -> None:
                             "smaller k tile for contractions)")
 
 
-# -- compiler reports ---------------------------------------------------------------------
-
-_PTXAS_FN = re.compile(r"Compiling entry function '(\w+)'")
-_PTXAS_PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, "
-                          r"(\d+) bytes spill loads")
-_PTXAS_USED = re.compile(r"Used (\d+) registers(?:, used \d+ barriers)?(?:, (\d+) bytes smem)?")
-
-
-def parse_ptxas(log: str) -> dict[str, dict]:
-    """Per kernel: registers, spill stores/loads, stack frame and static shared memory from
-    `nvcc -Xptxas -v` output."""
-    out: dict[str, dict] = {}
-    cur = None
-    for line in log.splitlines():
-        m = _PTXAS_FN.search(line)
-        if m:
-            cur = out.setdefault(m.group(1), {"registers": 0, "spill_stores": 0,
-                                              "spill_loads": 0, "stack_frame": 0,
-                                              "shared_bytes": 0})
-            continue
-        if cur is None:
-            continue
-        m = _PTXAS_PROPS.search(line)
-        if m:
-            cur.update(stack_frame=int(m.group(1)), spill_stores=int(m.group(2)),
-                       spill_loads=int(m.group(3)))
-        m = _PTXAS_USED.search(line)
-        if m:
-            cur["registers"] = int(m.group(1))
-            cur["shared_bytes"] = int(m.group(2) or 0)
-    return out
-
-
-_AMD_FN = re.compile(r"remark: Function Name: (\w+)")
-_AMD_ITEM = re.compile(r"remark:\s+([A-Za-z ]+?)(?: \[[^\]]*\])?: (\d+)")
-_AMD_KEYS = {"SGPRs": "sgprs", "VGPRs": "vgprs", "AGPRs": "agprs", "ScratchSize": "scratch",
-             "Occupancy": "occupancy", "SGPRs Spill": "sgpr_spill",
-             "VGPRs Spill": "vgpr_spill", "LDS Size": "shared_bytes"}
-
-
-def parse_amd_remarks(log: str) -> dict[str, dict]:
-    """Per kernel: SGPRs, VGPRs, AGPRs, spills, scratch, occupancy and LDS bytes from
-    clang's `-Rpass-analysis=kernel-resource-usage` remarks."""
-    out: dict[str, dict] = {}
-    cur = None
-    for line in log.splitlines():
-        m = _AMD_FN.search(line)
-        if m:
-            cur = out.setdefault(m.group(1), {})
-            continue
-        m = _AMD_ITEM.search(line)
-        if m and cur is not None:
-            key = _AMD_KEYS.get(m.group(1).strip())
-            if key:
-                cur[key] = int(m.group(2))
-    for d in out.values():
-        d["registers"] = d.get("vgprs", 0)
-    return out
-
-
 def reads_contiguous(ld: Load, axis: str) -> bool:
     """Whether `axis` appears in the load's last (fastest) index."""
     if not ld.index:
@@ -830,5 +770,5 @@ def reads_contiguous(ld: Load, axis: str) -> bool:
 
 
 __all__ = ["GpuLang", "GpuBuilder", "CUDA_LANG", "hip_lang", "render_module", "check_gpu",
-           "parse_ptxas", "parse_amd_remarks", "print_gpu", "Line", "If", "Scope", "Range",
+           "print_gpu", "Line", "If", "Scope", "Range",
            "Unroll", "Const"]

@@ -21,8 +21,9 @@ import threading
 
 from ..schedule.errors import MoveError
 from .base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
+from .compiler_reports import parse_amd_remarks, parse_ptxas
 from .cuda import gpu_source
-from .gpu_c import check_gpu, hip_lang, parse_amd_remarks, parse_ptxas
+from .gpu_c import check_gpu, hip_lang
 from .gpu_runtime import (
     CompileError,
     CubinRunner,

@@ -31,8 +31,9 @@ from gpu_support import (
 )
 
 from kevolve import api, ops
+from kevolve.backends.compiler_reports import parse_ptxas
 from kevolve.backends.cuda import CudaBackend
-from kevolve.backends.gpu_c import CUDA_LANG, GpuBuilder, parse_ptxas
+from kevolve.backends.gpu_c import CUDA_LANG, GpuBuilder
 from kevolve.cli import main
 
 EMU = CudaBackend(emulate=True)
@@ -110,9 +111,9 @@ ptxas info    : Used 12 registers, used 0 barriers, 380 bytes cmem[0]
 """
     assert parse_ptxas(log) == {
         "k_y": {"registers": 40, "spill_stores": 8, "spill_loads": 4, "stack_frame": 16,
-                "shared_bytes": 2304},
+                "shared_bytes": 2304, "barriers": 1},
         "k_z": {"registers": 12, "spill_stores": 0, "spill_loads": 0, "stack_frame": 0,
-                "shared_bytes": 0}}
+                "shared_bytes": 0, "barriers": 0}}
 
 
 def test_running_needs_a_gpu_loader_and_says_which(nvcc):

@@ -29,7 +29,8 @@ from gpu_support import (
 )
 
 from kevolve import ops
-from kevolve.backends.gpu_c import GpuBuilder, parse_amd_remarks, parse_ptxas
+from kevolve.backends.compiler_reports import parse_amd_remarks, parse_ptxas
+from kevolve.backends.gpu_c import GpuBuilder
 from kevolve.backends.hip import AMD_TARGETS, HipBackend, retarget_code_object
 from kevolve.cli import main
 

@@ -74,7 +74,7 @@ def test_library_op_compiles_with_diagnostics(name, target):
         assert isinstance(info["shared"], int) and info["shared"] >= 0
         if target.startswith("cuda"):
             assert 0 < info["registers"] <= 255, info
-            for k in ("spill_stores", "spill_loads", "stack", "smem"):
+            for k in ("spill_stores", "spill_loads", "stack_frame", "shared_bytes"):
                 assert isinstance(info[k], int) and info[k] >= 0, (k, info)
         else:
             assert 0 < info["vgpr_count"] <= 512 and info["sgpr_count"] > 0, info
@@ -217,10 +217,10 @@ ptxas info    : Used 255 registers, used 1 barriers, 2048 bytes smem, 400 bytes 
 
 def test_parse_ptxas():
     info = parse_ptxas(PTXAS_LOG)
-    assert {k: info[k] for k in ("registers", "spill_stores", "spill_loads", "stack", "smem",
-                                 "barriers")} == {
-        "registers": 255, "spill_stores": 196, "spill_loads": 224, "stack": 200,
-        "smem": 2048, "barriers": 1}
+    assert {k: info[k] for k in ("registers", "spill_stores", "spill_loads", "stack_frame",
+                                 "shared_bytes", "barriers")} == {
+        "registers": 255, "spill_stores": 196, "spill_loads": 224, "stack_frame": 200,
+        "shared_bytes": 2048, "barriers": 1}
     with pytest.raises(AotError, match="no register count"):
         parse_ptxas("ptxas fatal   : something else")
 

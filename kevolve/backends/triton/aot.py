@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 
 from ..base import KernelSource
+from ..compiler_reports import parse_ptxas as per_kernel
 
 TARGETS = {"cuda:90": ("cuda", 90, 32), "hip:gfx942": ("hip", "gfx942", 64)}
 TRITON_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "f64": "fp64", "i32": "i32",
@@ -90,9 +91,10 @@ def compile_aot(source: KernelSource, target: str, keep_asm: bool = False) -> di
 
     Returns {kernel name: {"target", "asm" (kinds produced), "num_warps", "num_stages",
     "signature", "shared" (Triton's shared-memory bytes), plus the parsed diagnostics}}:
-    cuda: registers, spill_stores, spill_loads (bytes), stack, smem (static shared bytes),
-    barriers; hip: vgpr_count, sgpr_count, vgpr_spill_count, sgpr_spill_count, lds (group
-    segment bytes), scratch (private segment bytes), occupancy. `keep_asm` adds the texts."""
+    cuda: registers, spill_stores, spill_loads (bytes), stack_frame, shared_bytes (static
+    shared memory), barriers; hip: vgpr_count, sgpr_count, vgpr_spill_count,
+    sgpr_spill_count, lds (group segment bytes), scratch (private segment bytes), occupancy.
+    `keep_asm` adds the texts."""
     from . import load_module, require_triton
 
     triton = require_triton(interpret=False)
@@ -151,20 +153,16 @@ def ptxas_info(ptx: str, ptxas: str | None = None) -> dict:
 
 
 def parse_ptxas(log: str) -> dict:
-    """Parse `ptxas -v` output (one kernel): missing figures are 0, as ptxas omits them."""
-    def num(pat: str) -> int:
-        m = re.search(pat, log)
-        return int(m.group(1)) if m else 0
-
+    """The one kernel's figures from `ptxas -v` output (compiler_reports.parse_ptxas), with
+    the log itself; an output without a register count is an error, not zeros."""
     if not re.search(r"Used \d+ registers", log):
         raise AotError(f"no register count in ptxas output: {log[-2000:]}")
-    return {"registers": num(r"Used (\d+) registers"),
-            "spill_stores": num(r"(\d+) bytes spill stores"),
-            "spill_loads": num(r"(\d+) bytes spill loads"),
-            "stack": num(r"(\d+) bytes stack frame"),
-            "smem": num(r"(\d+) bytes smem"),
-            "barriers": num(r"used (\d+) barriers"),
-            "ptxas_log": log.strip()}
+    kernels = per_kernel(log)
+    if len(kernels) != 1:
+        raise AotError(f"expected one kernel in ptxas output, found {len(kernels)}: "
+                       f"{log[-2000:]}")
+    (info,) = kernels.values()
+    return {**info, "ptxas_log": log.strip()}
 
 
 _AMD_KEYS = {"vgpr_count": r"\.vgpr_count:\s+(\d+)", "sgpr_count": r"\.sgpr_count:\s+(\d+)",

@@ -1,0 +1,53 @@
+"""The compilers' per-kernel reports, and their totals in a candidate's diagnostics (the
+heuristic proposer shrinks tiles when `compiler.spills` is nonzero)."""
+
+from __future__ import annotations
+
+from kevolve.agent.proposers.heuristic import HeuristicProposer
+from kevolve.agent.types import ProposalContext, Result, Scored
+from kevolve.backends.compiler_reports import parse_amd_remarks, parse_ptxas, totals
+
+PTXAS = """\
+ptxas info    : Compiling entry function 'k_a' for 'sm_90'
+ptxas info    : Function properties for k_a
+    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 32 registers, used 1 barriers, 1024 bytes smem, 380 bytes cmem[0]
+ptxas info    : Compiling entry function 'k_b' for 'sm_90'
+ptxas info    : Function properties for k_b
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 64 registers, 380 bytes cmem[0]
+"""
+
+AMD = """k.hip:3:1: remark: Function Name: k_a [-Rpass-analysis=kernel-resource-usage]
+k.hip:3:1: remark:     VGPRs: 40 [-Rpass-analysis=kernel-resource-usage]
+k.hip:3:1: remark:     ScratchSize [bytes/lane]: 16 [-Rpass-analysis=kernel-resource-usage]
+k.hip:3:1: remark:     VGPRs Spill: 3 [-Rpass-analysis=kernel-resource-usage]
+k.hip:3:1: remark:     LDS Size [bytes/block]: 2048 [-Rpass-analysis=kernel-resource-usage]
+"""
+
+
+def test_ptxas_report_per_kernel_and_totals():
+    ks = parse_ptxas(PTXAS)
+    assert ks["k_a"] == {"registers": 32, "spill_stores": 4, "spill_loads": 4,
+                         "stack_frame": 8, "shared_bytes": 1024, "barriers": 1}
+    assert ks["k_b"]["registers"] == 64 and ks["k_b"]["shared_bytes"] == 0
+    assert totals({"kernels": ks}) == {"spills": 4, "registers": 64, "stack_frame": 8,
+                                       "shared_bytes": 1024}
+
+
+def test_amd_totals_and_nothing_reported():
+    assert totals({"kernels": parse_amd_remarks(AMD)}) == {
+        "spills": 3, "registers": 40, "stack_frame": 16, "shared_bytes": 2048}
+    assert totals({}) == {} and totals({"kernels": {}}) == {}
+
+
+def _parent(diag: dict) -> Scored:
+    return Scored('{"moves": []}', Result("ok", time_ms=1.0, diagnostics=diag), 1)
+
+
+def test_spills_in_the_totals_make_the_heuristic_shrink_tiles():
+    ctx = ProposalContext("softmax", "", "cuda", {}, "{}", (), None, 0, 0)
+    h = HeuristicProposer()
+    spilled = {f"compiler.{k}": v for k, v in totals({"kernels": parse_ptxas(PTXAS)}).items()}
+    assert h._rules(ctx, _parent(spilled))[0] == "shrink"
+    assert "shrink" not in h._rules(ctx, _parent({"compiler.spills": 0}))
