@@ -131,6 +131,16 @@ def check(backend, name: str, shape: dict, moves: list[dict] | None = None,
     return problems
 
 
+# One row per program, the row in chunks of 16 (mean and var computed in the program).
+LAYERNORM_LOOPED = [
+    {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+    {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
+    {"m": "inline", "stage": "rstd"},
+    {"m": "compute_at", "stage": "mean", "at": ["y", "i"]},
+    {"m": "compute_at", "stage": "var", "at": ["y", "i"]},
+    {"m": "split", "stage": "mean", "axis": "k", "size": 16},
+    {"m": "split", "stage": "var", "axis": "k", "size": 16}]
+
 # Non-default schedules, one or two per op family: looped and online reductions, 2-d tiles,
 # split jagged reductions, tiles smaller than the row. label -> (op, a reduction strategy
 # the lowered plan must contain (so the variant really exercises it), moves).
@@ -157,15 +167,8 @@ VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
         {"m": "compute_at", "stage": "s", "at": ["y", "i"]},
         {"m": "split", "stage": "mx", "axis": "k", "size": 8},
         {"m": "split", "stage": "s", "axis": "k", "size": 32}]),
-    "layernorm_looped": ("layernorm", "looped", [
-        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
-        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
-        {"m": "inline", "stage": "rstd"},
-        {"m": "compute_at", "stage": "mean", "at": ["y", "i"]},
-        {"m": "compute_at", "stage": "var", "at": ["y", "i"]},
-        {"m": "split", "stage": "mean", "axis": "k", "size": 16},
-        {"m": "split", "stage": "var", "axis": "k", "size": 16},
-        {"m": "launch", "num_warps": 2}]),
+    "layernorm_looped": ("layernorm", "looped", [*LAYERNORM_LOOPED,
+                                                 {"m": "launch", "num_warps": 2}]),
     "rmsnorm_2d_tile": ("rmsnorm", "single", [
         {"m": "split", "stage": "y", "axis": "i", "size": 2, "into": ["io", "ii"]},
         {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
@@ -238,15 +241,8 @@ VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
         {"m": "launch", "num_warps": 2, "dot_precision": "tf32x3",
          "constexpr_dims": ["F", "D"]}],
         [("B5F20D40", {"B": 5, "F": 20, "D": 40}), ("B3F17D16", {"B": 3, "F": 17, "D": 16})]),
-    "layernorm_constexpr": ("layernorm", "looped", [
-        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
-        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
-        {"m": "inline", "stage": "rstd"},
-        {"m": "compute_at", "stage": "mean", "at": ["y", "i"]},
-        {"m": "compute_at", "stage": "var", "at": ["y", "i"]},
-        {"m": "split", "stage": "mean", "axis": "k", "size": 16},
-        {"m": "split", "stage": "var", "axis": "k", "size": 16},
-        {"m": "launch", "constexpr_dims": ["N"]}]),
+    "layernorm_constexpr": ("layernorm", "looped", [*LAYERNORM_LOOPED,
+                                                    {"m": "launch", "constexpr_dims": ["N"]}]),
 }
 
 

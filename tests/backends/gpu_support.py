@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from backend_checks import LAYERNORM_LOOPED
 
 from kevolve import api, ops
 from kevolve.agent import evaluate as ev
@@ -139,15 +140,7 @@ VARIANTS: dict[str, tuple[str, list[dict]]] = {
         {"m": "compute_at", "stage": "s", "at": ["y", "i"]},
         {"m": "split", "stage": "mx", "axis": "k", "size": 8},
         {"m": "split", "stage": "s", "axis": "k", "size": 32}]),
-    "layernorm_looped": ("layernorm", [
-        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
-        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
-        {"m": "inline", "stage": "rstd"},
-        {"m": "compute_at", "stage": "mean", "at": ["y", "i"]},
-        {"m": "compute_at", "stage": "var", "at": ["y", "i"]},
-        {"m": "split", "stage": "mean", "axis": "k", "size": 16},
-        {"m": "split", "stage": "var", "axis": "k", "size": 16},
-        {"m": "launch", "num_warps": 2}]),
+    "layernorm_looped": ("layernorm", [*LAYERNORM_LOOPED, {"m": "launch", "num_warps": 2}]),
     "rmsnorm_2d_tile": ("rmsnorm", [
         {"m": "split", "stage": "y", "axis": "i", "size": 2, "into": ["io", "ii"]},
         {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
@@ -256,14 +249,7 @@ VECTOR_CACHE: dict[str, tuple[str, list[dict], list[tuple[str, dict, tuple[str, 
                                          _vec("y", "j", 4), _cache("mx", "x")],
                              [("masked", {"M": 3, "N": 1000}, (TILE, F4, "copied as"))]),
     "softmax_online_vector": ("softmax", [
-        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
-        {"m": "inline", "stage": "e"},
-        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
-        {"m": "split", "stage": "s", "axis": "k", "size": 16},
-        {"m": "compute_at", "stage": "mx", "at": ["y", "i"]},
-        {"m": "compute_at", "stage": "s", "at": ["y", "i"]},
-        {"m": "reduction", "stage": "s", "strategy": "online"},
-        _vec("s", "ki", 4), _vec("y", "ji", 4)],
+        *VARIANTS["softmax_online"][1], _vec("s", "ki", 4), _vec("y", "ji", 4)],
         [("exact", {"M": 3, "N": 64}, (F4,)), ("masked", {"M": 2, "N": 1000}, (F4,))]),
     "layernorm_vector_cache": ("layernorm", [
         {"m": "inline", "stage": "rstd"}, *_rows("y", "i", "mean", "var"),

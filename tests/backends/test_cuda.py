@@ -31,7 +31,6 @@ from gpu_support import (
 )
 
 from kevolve import api, ops
-from kevolve.backends.compiler_reports import parse_ptxas
 from kevolve.backends.cuda import CudaBackend
 from kevolve.backends.gpu_c import CUDA_LANG, GpuBuilder
 from kevolve.cli import main
@@ -96,24 +95,6 @@ def test_bf16_gemm_uses_tensor_cores(nvcc, tmp_path):
                    check=True, capture_output=True)
     ptx = (tmp_path / "k.ptx").read_text()
     assert re.search(r"wmma\.mma\.sync\.aligned\.row\.row\.m16n16k16\.f32\.bf16", ptx)
-
-
-def test_ptxas_report_is_parsed():
-    log = """ptxas info    : 0 bytes gmem
-ptxas info    : Compiling entry function 'k_y' for 'sm_90'
-ptxas info    : Function properties for k_y
-    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
-ptxas info    : Used 40 registers, used 1 barriers, 2304 bytes smem, 400 bytes cmem[0]
-ptxas info    : Compiling entry function 'k_z' for 'sm_90'
-ptxas info    : Function properties for k_z
-    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-ptxas info    : Used 12 registers, used 0 barriers, 380 bytes cmem[0]
-"""
-    assert parse_ptxas(log) == {
-        "k_y": {"registers": 40, "spill_stores": 8, "spill_loads": 4, "stack_frame": 16,
-                "shared_bytes": 2304, "barriers": 1},
-        "k_z": {"registers": 12, "spill_stores": 0, "spill_loads": 0, "stack_frame": 0,
-                "shared_bytes": 0, "barriers": 0}}
 
 
 def test_running_needs_a_gpu_loader_and_says_which(nvcc):
