@@ -59,6 +59,9 @@ class PyLang:
     intdiv: str = "//"
     int_maximum: str | None = None
     int_minimum: str | None = None
+    # `1 + erf(y)` (a Gaussian CDF, e.g. the erf GELU) spelled as erfc(-y) where a language
+    # has a cheaper or more accurate way: no cancellation in the lower tail.
+    one_plus_erf: Callable[[str], str] | None = None
 
 
 def strides(shape: tuple[Expr, ...]) -> list[Expr]:
@@ -96,6 +99,17 @@ def mask_of(ctx: Ctx, names) -> str | None:
     return ms[0] if len(ms) == 1 else "(" + " & ".join(ms) + ")"
 
 
+def _erf_of_one_plus(x: Binary) -> Expr | None:
+    """y when x is `1 + erf(y)` or `erf(y) + 1` in floating point, else None."""
+    if x.op != "add" or not dtype_of(x).is_float:
+        return None
+    for one, other in ((x.a, x.b), (x.b, x.a)):
+        if isinstance(one, Const) and float(one.value) == 1.0 and isinstance(other, Unary) \
+                and other.op == "erf":
+            return other.x
+    return None
+
+
 def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
     def go(x: Expr) -> str:
         if isinstance(x, Const):
@@ -123,6 +137,9 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
                 return f"(-{go(x.x)})"
             return lang.unary[x.op](go(x.x))
         if isinstance(x, Binary):
+            y = _erf_of_one_plus(x) if lang.one_plus_erf else None
+            if y is not None:
+                return lang.one_plus_erf(go(y))
             a, b = go(x.a), go(x.b)
             fl = dtype_of(x).is_float
             if x.op == "max":
