@@ -33,6 +33,9 @@ class Caps:
     # Moves this backend renders itself; the others in `moves` are accepted and left to its
     # compiler (Triton vectorizes and stages tiles on its own), so proposers skip them.
     renders: frozenset[str] = frozenset({"vectorize"})
+    # `launch` arguments this backend acts on (the others are accepted and ignored), so
+    # proposers do not spend evaluations on traces that render the same code.
+    launch_args: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ def test_toggle_constexpr_adds_and_removes_a_dim():
     op, dims = d.op_for("gpu"), d.dims("gpu")
     t = default_trace(op, dims)
     rng = random.Random(3)
-    assert mu.toggle_constexpr(t, rng, False, op) is None  # CPU backends: nothing to do
+    triton = _caps("triton")
     seen = set()
     cur = t
     for _ in range(12):
-        cur = mu.toggle_constexpr(cur, rng, True, op)
+        cur = mu.toggle_constexpr(cur, rng, triton, op)
         plan = lower(apply_trace(op, cur), dims)
         cx = plan.kernels[0].constexpr_dims
         assert set(cx) <= {"D", "F"}
@@ -40,6 +40,26 @@ def test_toggle_constexpr_adds_and_removes_a_dim():
 def _caps(name: str) -> dict:
     """The caps a search hands its proposer (asdict of the backend's Caps)."""
     return asdict(get_backend(name).caps)
+
+
+def test_launch_mutations_only_where_the_backend_acts_on_the_argument():
+    """CUDA/HIP take num_warps as the block size and ignore the other launch arguments: a
+    mutation of those would render the same code and spend an evaluation on it."""
+    d = ops.get("dot_interaction")  # an f32 contraction with static inner dims
+    op, dims = d.op_for("gpu"), d.dims("gpu")
+    t = default_trace(op, dims)
+    rng = random.Random(1)
+    others = (lambda c: mu.change_stages(t, rng, c), lambda c: mu.toggle_precision(t, rng, c, op),
+              lambda c: mu.toggle_constexpr(t, rng, c, op))
+    for name in ("cuda", "hip", "cpu", "mtia"):
+        caps = _caps(name)
+        assert all(f(caps) is None for f in others), name
+    for name in ("cuda", "hip", "triton"):  # doubling or halving: one of 8 draws is legal
+        assert any(mu.scale_warps(t, rng, _caps(name)) not in (None, t) for _ in range(8))
+    assert mu.scale_warps(t, rng, _caps("cpu")) is None
+    triton = _caps("triton")
+    for f in others:
+        assert any(f(triton) not in (None, t) for _ in range(8))
 
 
 def test_vectorize_and_cache_only_where_the_backend_renders_them():

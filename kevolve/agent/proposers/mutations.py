@@ -45,8 +45,13 @@ def _launch(moves: list[dict]) -> dict:
     return m
 
 
-def scale_warps(t: Trace, rng: random.Random, gpu: bool) -> Trace | None:
-    if not gpu:
+def _acts_on(caps: dict, arg: str) -> bool:
+    """Whether the backend acts on this `launch` argument (Caps.launch_args)."""
+    return arg in caps.get("launch_args", ())
+
+
+def scale_warps(t: Trace, rng: random.Random, caps: dict) -> Trace | None:
+    if not _acts_on(caps, "num_warps"):
         return None
     moves = moves_of(t)
     ln = _launch(moves)
@@ -58,8 +63,8 @@ def scale_warps(t: Trace, rng: random.Random, gpu: bool) -> Trace | None:
     return rebuild(t, moves)
 
 
-def change_stages(t: Trace, rng: random.Random, gpu: bool) -> Trace | None:
-    if not gpu:
+def change_stages(t: Trace, rng: random.Random, caps: dict) -> Trace | None:
+    if not _acts_on(caps, "num_stages"):
         return None
     moves = moves_of(t)
     ln = _launch(moves)
@@ -70,10 +75,11 @@ def change_stages(t: Trace, rng: random.Random, gpu: bool) -> Trace | None:
     return rebuild(t, moves)
 
 
-def toggle_precision(t: Trace, rng: random.Random, gpu: bool, op: Op) -> Trace | None:
+def toggle_precision(t: Trace, rng: random.Random, caps: dict, op: Op) -> Trace | None:
     """f32 products on tensor cores (tf32x3) or in f32 (ieee); only for f32 contractions."""
-    if not gpu or not any(isinstance(n, Reduce) and n.op == "sum" and isinstance(
-            n.body, Binary) and n.body.op == "mul" for s in op.stages for n in walk(s.body)):
+    contracts = any(isinstance(n, Reduce) and n.op == "sum" and isinstance(n.body, Binary)
+                    and n.body.op == "mul" for s in op.stages for n in walk(s.body))
+    if not _acts_on(caps, "dot_precision") or not contracts:
         return None
     moves = moves_of(t)
     ln = _launch(moves)
@@ -91,10 +97,10 @@ def static_dims(op: Op) -> list[str]:
     return [d for d in op_dims(op) if d in inner]
 
 
-def toggle_constexpr(t: Trace, rng: random.Random, gpu: bool, op: Op) -> Trace | None:
+def toggle_constexpr(t: Trace, rng: random.Random, caps: dict, op: Op) -> Trace | None:
     """Compile one static dim into the kernel, or stop compiling it in."""
     dims = static_dims(op)
-    if not gpu or not dims:
+    if not _acts_on(caps, "constexpr_dims") or not dims:
         return None
     moves = moves_of(t)
     ln = _launch(moves)

@@ -37,7 +37,9 @@ class TritonBackend(Backend):
     name = "triton"
     tensor_lib = "torch"
     caps = Caps("cuda", max_tile_elems=1 << 17, max_warps=32, wavefront=32,
-                bind_targets=frozenset({"grid", "threads"}), renders=frozenset())
+                bind_targets=frozenset({"grid", "threads"}), renders=frozenset(),
+                launch_args=frozenset({"num_warps", "num_stages", "group_m", "dot_precision",
+                                       "constexpr_dims"}))
 
     def __init__(self, interpret: bool = False, device: str | None = None):
         self.interpret = interpret
