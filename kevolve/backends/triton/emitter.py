@@ -46,8 +46,9 @@ def _load(raw: bool):
 # fractional error under 1.2e-7; in f32 under 1e-6 up to |w| = 3, then growing with w^2 as
 # the exponent rounds: 7e-6 at |w| = 9), with no branch. libdevice's erf takes one of two
 # polynomial paths per element; a tile of mixed signs (a GELU epilogue) runs both, and
-# `1 + erf(y)` loses everything to cancellation below y = -4. On the H200 the gemm_bias_gelu
-# epilogue ran about 4% faster with it (benchmarks/results/h200-erf-store-stream.json).
+# `1 + erf(y)` loses everything to cancellation below y = -4. On the H200 a hand-written
+# gemm_bias_gelu ran 2-4% faster with it (benchmarks/results/h200-erf-ab.json and
+# h200-erf-store-stream.json).
 ERFC = "_kv_erfc"
 
 
