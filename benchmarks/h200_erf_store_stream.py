@@ -109,7 +109,8 @@ def host_us(fn, n: int = 200) -> float:
     return (t1 - t0) / n * 1e6
 
 
-def interleaved(runs: dict, rec, rounds: int, prefix: str) -> None:
+def interleaved(runs: dict, rec, rounds: int, prefix: str) -> dict:
+    """Median and spread of each run over `rounds` rounds, each run timed once per round."""
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(rounds):
         for k, fn in runs.items():
@@ -123,6 +124,7 @@ def interleaved(runs: dict, rec, rounds: int, prefix: str) -> None:
     ref = out["compile"]["ms"]
     rec(prefix + "x_compile", dict(sorted(((k, ref / v["ms"]) for k, v in out.items()),
                                           key=lambda kv: -kv[1])))
+    return out
 
 
 def gemm_study(rec, rounds: int, quick: bool = False) -> None:
