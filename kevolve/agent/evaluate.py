@@ -145,6 +145,13 @@ def median(xs: list[float]) -> float:
 # -- one candidate, stage by stage ------------------------------------------------------
 
 
+def _compiler_diag(k, diag: dict) -> None:
+    """The build's compiler report as `compiler.*` diagnostics (with the search's totals)."""
+    diag.update({f"compiler.{key}": v for key, v in k.diagnostics.items()
+                 if isinstance(v, (int, float, str))})
+    diag.update({f"compiler.{key}": v for key, v in totals(k.diagnostics).items()})
+
+
 class _Fail(Exception):
     def __init__(self, stage: str, message: str, diagnostics: dict | None = None):
         super().__init__(message)
@@ -218,9 +225,7 @@ class Evaluator:
             except (CompileError, Exception) as e:
                 raise _Fail("compile", f"{type(e).__name__}: {e}") from None
             self._kernels[src.hash] = k
-        diag.update({f"compiler.{key}": v for key, v in k.diagnostics.items()
-                     if isinstance(v, (int, float, str))})
-        diag.update({f"compiler.{key}": v for key, v in totals(k.diagnostics).items()})
+        _compiler_diag(k, diag)
         return src, k
 
     def _call(self, k, ins, outs, params, sync):
@@ -271,6 +276,7 @@ class Evaluator:
         outs = alloc_outputs(op, dims, lib, device)
         self._enter("correctness")
         self._call(k, ins, outs, case.params, sync)
+        _compiler_diag(k, diag)  # a JIT (Triton) reports at its first launch
         key = (op.name, repr(sorted(shape.items())), seed)
         ref = self._reference(opdef, op, case, key, gpu, ins)
         chk = compare(op, {n: to_host(v) for n, v in outs.items()}, ref)
@@ -354,6 +360,7 @@ class Evaluator:
             raise _Fail("correctness", f"shape {job.bench_shape}: the kernel modified input "
                         f"{changed!r} while it was being timed (its checks left it intact)")
         t = median(times)
+        _compiler_diag(k, diag)  # the bench shape's launch, when it was not checked first
         diag["achieved_bytes_per_s"] = fl.bytes / (t * 1e-3) if t > 0 else None
         return Result("ok", time_ms=t, times_ms=tuple(times), baseline_ms=base,
                       max_error=diag.get("max_error"), diagnostics=diag, source_hash=src.hash)

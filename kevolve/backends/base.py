@@ -63,7 +63,7 @@ class Kernel:
     def __init__(self, source: KernelSource, fn, diagnostics: dict | None = None):
         self.source = source
         self._fn = fn
-        self.diagnostics = diagnostics or {}
+        self.diagnostics = {} if diagnostics is None else diagnostics  # a JIT fills it later
 
     def __call__(self, inputs: dict[str, Any], outputs: dict[str, Any],
                  params: dict[str, int] | None = None) -> None:

@@ -66,17 +66,33 @@ def parse_amd_remarks(log: str) -> dict[str, dict]:
     return out
 
 
+def triton_jit(compiled: dict) -> dict[str, dict]:
+    """Per kernel, from the kernels Triton's JIT compiled at a launch (name -> its
+    CompiledKernel, None where nothing ran): registers, local memory (the driver's
+    per-thread local bytes; Triton kernels use local memory only to spill) and shared
+    memory."""
+    out = {}
+    for name, ck in compiled.items():
+        regs = getattr(ck, "n_regs", None)
+        if regs is None:  # the interpreter, or a launch that compiled nothing
+            continue
+        out[name] = {"registers": int(regs), "local_bytes": 4 * int(ck.n_spills),
+                     "shared_bytes": int(getattr(ck.metadata, "shared", 0) or 0)}
+    return out
+
+
 def totals(diagnostics: dict) -> dict[str, int]:
     """A build's per-kernel reports (`diagnostics["kernels"]`) summed up for the search:
-    `spills` over all kernels (NVIDIA spill-store bytes, AMD spilled VGPRs and SGPRs:
-    nonzero means something spills, which the heuristic answers with smaller tiles), and
-    the largest register count, stack frame (AMD: scratch) and shared memory of any kernel.
-    Empty when the build reported nothing."""
+    `spills` over all kernels (NVIDIA spill-store bytes, AMD spilled VGPRs and SGPRs,
+    Triton's local bytes: nonzero means something spills, which the heuristic answers with
+    smaller tiles), and the largest register count, stack frame (AMD: scratch; Triton:
+    local bytes) and shared memory of any kernel. Empty when the build reported nothing."""
     ks = [k for k in (diagnostics.get("kernels") or {}).values() if isinstance(k, dict)]
     if not ks:
         return {}
     return {"spills": sum(k.get("spill_stores", 0) + k.get("vgpr_spill", 0)
-                          + k.get("sgpr_spill", 0) for k in ks),
+                          + k.get("sgpr_spill", 0) + k.get("local_bytes", 0) for k in ks),
             "registers": max(k.get("registers", 0) for k in ks),
-            "stack_frame": max(k.get("stack_frame", k.get("scratch", 0)) for k in ks),
+            "stack_frame": max(k.get("stack_frame", k.get("scratch", k.get("local_bytes", 0)))
+                               for k in ks),
             "shared_bytes": max(k.get("shared_bytes", 0) for k in ks)}
