@@ -18,14 +18,13 @@ process, interleaved rounds:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 
 import torch
 import triton
 import triton.language as tl
-from h200_triton_structures import gelu, tile_of
+from h200_triton_structures import gelu, recorder, tile_of
 from triton.testing import do_bench
 
 
@@ -85,17 +84,6 @@ def k_swish(x, y, o, n, BLOCK: tl.constexpr, ITER: tl.constexpr, HINT: tl.conste
             a = tl.load(x + r).to(tl.float32)
             c = tl.load(y + r).to(tl.float32)
             tl.store(o + r, (a * tl.sigmoid(a) + c).to(tl.bfloat16))
-
-
-def recorder(path: str):
-    res: dict = {}
-
-    def rec(k, v):
-        res[k] = v
-        print(k, v, flush=True)
-        with open(path, "w") as f:
-            json.dump(res, f, indent=1)
-    return rec
 
 
 def host_us(fn, n: int = 200) -> float:

@@ -19,8 +19,8 @@ import os
 import torch
 import triton
 import triton.language as tl
-from h200_erf_store_stream import interleaved, recorder
-from h200_triton_structures import tile_of
+from h200_erf_store_stream import interleaved
+from h200_triton_structures import recorder, tile_of
 
 
 @triton.jit
