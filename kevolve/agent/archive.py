@@ -340,14 +340,24 @@ class Archive:
         return conn
 
     def _validate(self, conn: sqlite3.Connection) -> int:
-        """The schema version of a file that is ours or blank; ArchiveError otherwise."""
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        """The schema version of a file that is ours or blank; ArchiveError otherwise. Its
+        reads are one snapshot: another process creating the archive at the same moment
+        commits its tables and its application id together, and reads in separate
+        transactions could see the id from before that commit and the tables from after."""
+        own = not conn.in_transaction
+        if own:
+            conn.execute("BEGIN")
+        try:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE "
+                                                 "type = 'table' ORDER BY name")]
+        finally:
+            if own:
+                conn.execute("COMMIT")
         if app_id == APPLICATION_ID:
             _check_version(self.path, version)
             return version
-        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = "
-                                             "'table' ORDER BY name")]
         if app_id != 0 or tables or version != 0:
             raise ArchiveError(f"{self.path} is not a kevolve archive (application_id "
                                f"{app_id:#010x}, tables: {', '.join(tables) or 'none'}); "

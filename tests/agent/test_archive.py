@@ -560,6 +560,44 @@ def test_readonly_never_writes(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.db"]
 
 
+def test_validation_reads_one_snapshot_while_another_writer_creates_the_archive(tmp_path):
+    """Two workers opening a new archive at once: one creates it (tables and application id
+    in one commit) between the other's first and later reads. Read in separate
+    transactions, the reader saw id 0 with the tables and called the file foreign."""
+    path = tmp_path / "race.db"
+    first = sqlite3.connect(path)
+    first.execute("PRAGMA journal_mode = WAL")  # readers and the writer run at once
+    first.close()
+
+    class Racing:
+        """The reader's connection: another writer creates the archive after its first
+        statement."""
+
+        def __init__(self, conn):
+            self.conn, self.fired = conn, False
+
+        @property
+        def in_transaction(self):
+            return self.conn.in_transaction
+
+        def execute(self, sql, *args):
+            cur = self.conn.execute(sql, *args)
+            if sql.startswith("PRAGMA application_id") and not self.fired:
+                self.fired = True
+                with Archive(path) as other:
+                    assert other.info()["schema_version"] == len(archive_mod.MIGRATIONS)
+            return cur
+
+    reader = Archive.__new__(Archive)
+    reader.path = path
+    conn = sqlite3.connect(path, isolation_level=None)
+    racing = Racing(conn)
+    assert Archive._validate(reader, racing) == 0  # the snapshot from before the commit
+    assert racing.fired and not conn.in_transaction
+    assert Archive._validate(reader, racing) == len(archive_mod.MIGRATIONS)  # and after
+    conn.close()
+
+
 # --- processes -----------------------------------------------------------------------------
 
 def _writer(path: str, tag: int, n: int, barrier) -> None:
