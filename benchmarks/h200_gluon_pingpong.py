@@ -9,11 +9,13 @@ stages, so one's bias + erf GELU epilogue runs while the other's MMAs use the te
 cores (the "ping-pong" schedule).
 Checked against float64, timed beside cuBLAS and torch.compile in interleaved rounds.
 
-First result (benchmarks/results/h200-gluon-pingpong.json): correct at every tile shape,
-but 0.55 ms at best against cuBLAS's 0.38: with one ring per consumer, the active
-mainloop has only that ring's 2-3 stages in flight. Next: one shared ring (all stages
-for whichever consumer runs its MMAs, the consumers ordered by an mbarrier token, as
-CUTLASS's ping-pong kernels do), larger consumer tiles, a TMA-store epilogue.
+Results: with one ring per consumer (`--rings 2`, h200-gluon-pingpong.json) correct at
+every tile shape but 0.55 ms at best against cuBLAS's 0.38: the active mainloop has only
+its ring's 2-3 stages in flight. With one ring the consumers share, taking turns at the
+MMAs through mbarriers (`--rings 1`, h200-gluon-pingpong-shared.json), 0.496 ms at
+128x128x64 with 5 stages against cuBLAS's 0.404 and torch.compile's 0.466 on that
+machine. Still slower than kevolve's Triton kernel (0.449 ms in the ranking run). Next to
+try: larger tiles per consumer, a TMA-store epilogue, register budgets per partition.
 
     cd benchmarks && PYTHONPATH=..:. python3 h200_gluon_pingpong.py --out $OUT   # pingpong.json
     python3 benchmarks/h200_gluon_pingpong.py --compile-only   # sm_90 PTX here, no GPU
@@ -63,26 +65,26 @@ def _tile_mn(t, n_m, n_n, GM: gl.constexpr):
 
 
 @gluon.jit
-def _producer(a_desc, b_desc, bias, y, a_bufs, b_bufs, ready, empty, M, N, K,
-              NPROG: gl.constexpr, GM: gl.constexpr, PARITY: gl.constexpr):
-    """One warp: the TMA loads of every tile of this program, in order. Tile j goes to
-    ring j % 2 (stages [r*S, r*S + S)), the ring of the consumer that takes it; within a
-    ring a stage is refilled only after its consumer released it, so neither side can
-    get a phase ahead of the other."""
+def _producer(a_desc, b_desc, bias, y, a_bufs, b_bufs, ready, empty, turn, M, N, K,
+              NPROG: gl.constexpr, GM: gl.constexpr, RINGS: gl.constexpr,
+              PARITY: gl.constexpr):
+    """One warp: the TMA loads of every tile of this program, in order. With RINGS = 2
+    tile j goes to ring j % 2 (stages [r*S, r*S + S)), the ring of the consumer that
+    takes it; with RINGS = 1 every tile goes through one ring. A stage is refilled only
+    after its consumer released it."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
-    S: gl.constexpr = a_bufs.type.shape[0] // 2
+    S: gl.constexpr = a_bufs.type.shape[0] // RINGS
     n_m = gl.cdiv(M, BM)
     n_n = gl.cdiv(N, BN)
     kt = gl.cdiv(K, BK)
     j = 0
     for t in range(gl.program_id(0), n_m * n_n, NPROG):
         pm, pn = _tile_mn(t, n_m, n_n, GM)
-        r = j % 2
         for k in range(kt):
-            it = (j // 2) * kt + k
-            s = r * S + it % S
+            it = (j // RINGS) * kt + k  # this ring's iteration
+            s = (j % RINGS) * S + it % S
             mbarrier.wait(empty.index(s), ((it // S) & 1) ^ 1)
             mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(a_desc, [pm * BM, k * BK], ready.index(s),
@@ -93,15 +95,17 @@ def _producer(a_desc, b_desc, bias, y, a_bufs, b_bufs, ready, empty, M, N, K,
 
 
 @gluon.jit
-def _consumer(a_desc, b_desc, bias, y, a_bufs, b_bufs, ready, empty, M, N, K,
-              NPROG: gl.constexpr, GM: gl.constexpr, PARITY: gl.constexpr):
-    """Four warps: MMAs of every other tile of this program (PARITY picks which) from its
-    own ring, then its bias + GELU epilogue and store, while the other consumer runs its
-    MMAs."""
+def _consumer(a_desc, b_desc, bias, y, a_bufs, b_bufs, ready, empty, turn, M, N, K,
+              NPROG: gl.constexpr, GM: gl.constexpr, RINGS: gl.constexpr,
+              PARITY: gl.constexpr):
+    """Four warps: MMAs of every other tile of this program (PARITY picks which), then
+    its bias + GELU epilogue and store, while the other consumer runs its MMAs. On one
+    shared ring (RINGS = 1) the consumers take turns at the MMAs through the `turn`
+    mbarriers, so neither waits on a stage two fills ahead of the barrier's phase."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
-    S: gl.constexpr = a_bufs.type.shape[0] // 2
+    S: gl.constexpr = a_bufs.type.shape[0] // RINGS
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                    instr_shape=[16, BN, 16])
     n_m = gl.cdiv(M, BM)
@@ -111,18 +115,27 @@ def _consumer(a_desc, b_desc, bias, y, a_bufs, b_bufs, ready, empty, M, N, K,
     for t in range(gl.program_id(0), n_m * n_n, NPROG):
         if j % 2 == PARITY:
             pm, pn = _tile_mn(t, n_m, n_n, GM)
+            base = (j % RINGS) * S
+            if RINGS == 1:  # wait until the other consumer has had its last stage
+                m = j // 2
+                if PARITY == 1:
+                    mbarrier.wait(turn.index(1), m & 1)
+                else:
+                    mbarrier.wait(turn.index(0), (m - 1) & 1, pred=m > 0)
             acc = gl.zeros([BM, BN], gl.float32, acc_l)
             for k in range(kt):
-                it = (j // 2) * kt + k
-                s = PARITY * S + it % S
+                it = (j // RINGS) * kt + k
+                s = base + it % S
                 mbarrier.wait(ready.index(s), (it // S) & 1)
                 acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
                 # the MMA before this one is done: its stage goes back to the producer
                 acc = warpgroup_mma_wait(1, deps=[acc])
-                mbarrier.arrive(empty.index(PARITY * S + (it + S - 1) % S), pred=k > 0)
+                mbarrier.arrive(empty.index(base + (it + S - 1) % S), pred=k > 0)
+            if RINGS == 1:
+                mbarrier.arrive(turn.index(1 - PARITY))
             acc = warpgroup_mma_wait(0, deps=[acc])
-            last = (j // 2) * kt + kt - 1
-            mbarrier.arrive(empty.index(PARITY * S + last % S))
+            last = (j // RINGS) * kt + kt - 1
+            mbarrier.arrive(empty.index(base + last % S))
             rm = pm * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_l))
             rn = pn * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_l))
             v = acc + gl.load(bias + rn).to(gl.float32)[None, :]
@@ -133,22 +146,25 @@ def _consumer(a_desc, b_desc, bias, y, a_bufs, b_bufs, ready, empty, M, N, K,
 
 @gluon.jit
 def k_pingpong(a_desc, b_desc, bias, y, M, N, K, NPROG: gl.constexpr, GM: gl.constexpr,
-               STAGES: gl.constexpr):
+               STAGES: gl.constexpr, RINGS: gl.constexpr):
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
-    # two rings of STAGES stages, one per consumer
-    a_bufs = gl.allocate_shared_memory(gl.bfloat16, [2 * STAGES, BM, BK], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(gl.bfloat16, [2 * STAGES, BK, BN], b_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [2 * STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [2 * STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(2 * STAGES):
+    # RINGS rings of STAGES stages: one per consumer, or one they share taking turns
+    a_bufs = gl.allocate_shared_memory(gl.bfloat16, [RINGS * STAGES, BM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(gl.bfloat16, [RINGS * STAGES, BK, BN], b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [RINGS * STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [RINGS * STAGES, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(RINGS * STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
-    c0 = (a_desc, b_desc, bias, y, a_bufs, b_bufs, ready, empty, M, N, K, NPROG, GM,
-          gl.constexpr(0))
-    c1 = (a_desc, b_desc, bias, y, a_bufs, b_bufs, ready, empty, M, N, K, NPROG, GM,
-          gl.constexpr(1))
+    for i in gl.static_range(2):
+        mbarrier.init(turn.index(i), count=1)
+    c0 = (a_desc, b_desc, bias, y, a_bufs, b_bufs, ready, empty, turn, M, N, K, NPROG, GM,
+          RINGS, gl.constexpr(0))
+    c1 = (a_desc, b_desc, bias, y, a_bufs, b_bufs, ready, empty, turn, M, N, K, NPROG, GM,
+          RINGS, gl.constexpr(1))
     gl.warp_specialize([(_consumer, c0), (_consumer, c1), (_producer, c0)], [4, 1], [240, 24])
 
 
@@ -157,7 +173,7 @@ def layouts(BM: int, BN: int, BK: int):
             gl.NVMMASharedLayout.get_default_for([BK, BN], gl.bfloat16))
 
 
-def compile_only(BM=128, BN=128, BK=64, stages=3, nprog=132) -> None:
+def compile_only(BM=128, BN=128, BK=64, stages=3, nprog=132, rings=2) -> None:
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -165,8 +181,9 @@ def compile_only(BM=128, BN=128, BK=64, stages=3, nprog=132) -> None:
     sig = {"a_desc": f"tensordesc<bf16[{BM}, {BK}],{la!r}>",
            "b_desc": f"tensordesc<bf16[{BK}, {BN}],{lb!r}>", "bias": "*bf16", "y": "*bf16",
            "M": "i32", "N": "i32", "K": "i32", "NPROG": "constexpr", "GM": "constexpr",
-           "STAGES": "constexpr"}
-    src = GluonASTSource(k_pingpong, sig, {"NPROG": nprog, "GM": 8, "STAGES": stages})
+           "STAGES": "constexpr", "RINGS": "constexpr"}
+    src = GluonASTSource(k_pingpong, sig, {"NPROG": nprog, "GM": 8, "STAGES": stages,
+                                           "RINGS": rings})
     ck = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                         options={"num_warps": 4, "maxnreg": 168})
     ptx = ck.asm["ptx"]
@@ -179,16 +196,20 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--compile-only", action="store_true")
+    ap.add_argument("--rings", type=int, choices=[1, 2], default=2,
+                    help="2: one ring of stages per consumer (pingpong.json); 1: one ring "
+                    "the consumers share, taking turns (pingpong-shared.json)")
     args = ap.parse_args()
     if args.compile_only:
-        compile_only()
+        compile_only(rings=args.rings)
         return
     import torch
     from h200_erf_store_stream import interleaved
     from h200_triton_structures import recorder
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    rec = recorder(os.path.join(args.out, "pingpong.json"))
+    rec = recorder(os.path.join(args.out, "pingpong.json" if args.rings == 2
+                                else "pingpong-shared.json"))
     M, K, N = 8192, 4096, 4096
     A = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     W = torch.randn(K, N, device="cuda", dtype=torch.bfloat16) / 64
@@ -198,8 +219,10 @@ def main() -> None:
     f(A, W, bias)
     nsm = torch.cuda.get_device_properties(0).multi_processor_count
     runs = {"bare_mm": lambda: A @ W, "compile": lambda: f(A, W, bias)}
-    for BM, BN, BK, stages in [(64, 256, 64, 2), (64, 256, 32, 4), (128, 128, 64, 3),
-                               (128, 128, 64, 2)]:
+    shapes = [(64, 256, 64, 2), (64, 256, 32, 4), (128, 128, 64, 3), (128, 128, 64, 2)] \
+        if args.rings == 2 else [(128, 128, 64, 6), (128, 128, 64, 5), (64, 256, 64, 5),
+                                 (64, 256, 32, 8)]
+    for BM, BN, BK, stages in shapes:
         name = f"pingpong_{BM}x{BN}x{BK}_s{stages}"
         la, lb = layouts(BM, BN, BK)
         ad = TensorDescriptor.from_tensor(A, [BM, BK], la)
@@ -208,7 +231,7 @@ def main() -> None:
         try:
             def call(ad=ad, wd=wd, y=y, stages=stages):
                 k_pingpong[(nsm,)](ad, wd, bias, y, M, N, K, NPROG=nsm, GM=8, STAGES=stages,
-                                   num_warps=4, maxnreg=168)
+                                   RINGS=args.rings, num_warps=4, maxnreg=168)
             call()
             torch.cuda.synchronize()
             rec(name + "_err", (y.double() - ref).abs().max().item())
