@@ -21,7 +21,6 @@ from .archive import db_option, ms, open_archive, require_best, require_op, when
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object: time, speedup, hardware, candidate and the trace.")
 def command(op_ref: str, backend: str, hardware: str | None, db: str, as_json: bool) -> None:
-
     with open_archive(db) as a:
         name = require_op(a, op_ref)
         rec = require_best(a, name, backend, hardware, db)

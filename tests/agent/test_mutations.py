@@ -12,6 +12,13 @@ from kevolve.backends.registry import get as get_backend
 from kevolve.schedule import Trace, apply_trace, default_trace, lower
 
 
+def _default(name: str):
+    """The op at its gpu preset, those dims and its default trace."""
+    d = ops.get(name)
+    op, dims = d.op_for("gpu"), d.dims("gpu")
+    return op, dims, default_trace(op, dims)
+
+
 def test_static_dims_are_inner_extents_of_multi_dim_inputs():
     assert mu.static_dims(ops.get("dot_interaction").op) == ["D", "F"]
     assert mu.static_dims(ops.get("gemm_bias_gelu").op) == ["K", "N"]
@@ -20,9 +27,7 @@ def test_static_dims_are_inner_extents_of_multi_dim_inputs():
 
 
 def test_toggle_constexpr_adds_and_removes_a_dim():
-    d = ops.get("dot_interaction")
-    op, dims = d.op_for("gpu"), d.dims("gpu")
-    t = default_trace(op, dims)
+    op, dims, t = _default("dot_interaction")
     rng = random.Random(3)
     triton = _caps("triton")
     seen = set()
@@ -45,9 +50,7 @@ def _caps(name: str) -> dict:
 def test_launch_mutations_only_where_the_backend_acts_on_the_argument():
     """CUDA/HIP take num_warps as the block size and ignore the other launch arguments: a
     mutation of those would render the same code and spend an evaluation on it."""
-    d = ops.get("dot_interaction")  # an f32 contraction with static inner dims
-    op, dims = d.op_for("gpu"), d.dims("gpu")
-    t = default_trace(op, dims)
+    op, dims, t = _default("dot_interaction")  # an f32 contraction with static inner dims
     rng = random.Random(1)
     others = (lambda c: mu.change_stages(t, rng, c), lambda c: mu.toggle_precision(t, rng, c, op),
               lambda c: mu.toggle_constexpr(t, rng, c, op))
@@ -63,9 +66,7 @@ def test_launch_mutations_only_where_the_backend_acts_on_the_argument():
 
 
 def test_vectorize_and_cache_only_where_the_backend_renders_them():
-    d = ops.get("softmax")
-    op, dims = d.op_for("gpu"), d.dims("gpu")
-    t = default_trace(op, dims)
+    op, dims, t = _default("softmax")
     rng = random.Random(0)
     triton = _caps("triton")
     assert mu.vectorize_inner(t, rng, op, triton) is None
@@ -79,9 +80,7 @@ def test_vectorize_and_cache_only_where_the_backend_renders_them():
 
 
 def test_toggle_cache_names_a_stage_that_reads_the_buffer_and_lowers():
-    d = ops.get("softmax")
-    op, dims = d.op_for("gpu"), d.dims("gpu")
-    t = default_trace(op, dims)
+    op, dims, t = _default("softmax")
     pairs = mu.cache_candidates(op)
     assert ("mx", "x") in pairs and all(b == "x" for _, b in pairs)
     cuda = _caps("cuda")

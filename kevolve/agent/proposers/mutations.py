@@ -45,6 +45,13 @@ def _launch(moves: list[dict]) -> dict:
     return m
 
 
+def _without(moves: list[dict], **match) -> list[dict] | None:
+    """`moves` less those whose arguments include all of `match`, or None when none does:
+    a toggle mutation removes its move where the trace has it and adds it otherwise."""
+    kept = [m for m in moves if any(m.get(k) != v for k, v in match.items())]
+    return kept if len(kept) < len(moves) else None
+
+
 def _acts_on(caps: dict, arg: str) -> bool:
     """Whether the backend acts on this `launch` argument (Caps.launch_args)."""
     return arg in caps.get("launch_args", ())
@@ -126,10 +133,9 @@ def unroll_loop(t: Trace, rng: random.Random, op: Op) -> Trace | None:
     if not cands:
         return None
     ax = rng.choice(cands)
-    have = [m for m in moves if m["m"] == "unroll" and m["stage"] == root.name
-            and m["axis"] == ax]
-    if have:
-        moves = [m for m in moves if m not in have]
+    off = _without(moves, m="unroll", stage=root.name, axis=ax)
+    if off is not None:
+        moves = off
     else:
         moves.append({"m": "unroll", "stage": root.name, "axis": ax,
                       "factor": rng.choice((2, 4, 8))})
@@ -212,9 +218,9 @@ def toggle_online(t: Trace, rng: random.Random, op: Op) -> Trace | None:
         return None
     s = rng.choice(cands)
     moves = moves_of(t)
-    have = [m for m in moves if m["m"] == "reduction" and m["stage"] == s]
-    if have:
-        moves = [m for m in moves if m not in have]
+    off = _without(moves, m="reduction", stage=s)
+    if off is not None:
+        moves = off
     else:
         moves.append({"m": "reduction", "stage": s, "strategy": "online"})
     return rebuild(t, moves)
@@ -262,9 +268,9 @@ def vectorize_inner(t: Trace, rng: random.Random, op: Op, caps: dict) -> Trace |
     axis = root.axes[-1].name
     sp = _split_of(moves, root.name, axis)
     name = sp.get("into", [f"{axis}o", f"{axis}i"])[1] if sp else axis
-    have = [m for m in moves if m["m"] == "vectorize" and m["stage"] == root.name]
-    if have:
-        moves = [m for m in moves if m not in have]
+    off = _without(moves, m="vectorize", stage=root.name)
+    if off is not None:
+        moves = off
     else:
         w = rng.choice(widths)
         if sp is not None:
@@ -297,10 +303,9 @@ def toggle_cache(t: Trace, rng: random.Random, op: Op, caps: dict) -> Trace | No
     if not _renders(caps, "cache") or not pairs:
         return None
     stage, buf = rng.choice(pairs)
-    have = [m for m in moves if m["m"] == "cache" and m["stage"] == stage
-            and m["buffer"] == buf]
-    if have:
-        moves = [m for m in moves if m not in have]
+    off = _without(moves, m="cache", stage=stage, buffer=buf)
+    if off is not None:
+        moves = off
     else:
         moves.append({"m": "cache", "stage": stage, "buffer": buf, "scope": "shared"})
     return rebuild(t, moves)

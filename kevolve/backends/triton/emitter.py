@@ -382,7 +382,7 @@ class KernelWriter:
         ta = self._operand(st, r, a, rctx, var, kl, k_rows=False, pos=rows)
         if self._gram(st, a, b):  # B is A's own tile, transposed: load it once
             tb = self.fresh("b")
-            self.w(f"{tb} = tl.trans({ta}{'' if self.k.rank == 2 else ', (0, 2, 1)'})")
+            self.w(f"{tb} = {self._trans(ta)}")
         else:
             tb = self._operand(st, r, b, rctx, var, kl, k_rows=True, pos=cols)
         f32 = a.buffer.dtype == dt.f32 or b.buffer.dtype == dt.f32
@@ -424,9 +424,12 @@ class KernelWriter:
         t = self.fresh("b" if k_rows else "a")
         self.w(f"{t} = {self.ex(ld, c, RAW)}")
         if transpose:
-            perm = "" if rank == 2 else ", (0, 2, 1)"
-            self.w(f"{t} = tl.trans({t}{perm})")
+            self.w(f"{t} = {self._trans(t)}")
         return t
+
+    def _trans(self, tile: str) -> str:
+        """A dot operand tile with its last two dimensions swapped (a batch stays first)."""
+        return f"tl.trans({tile}{'' if self.k.rank == 2 else ', (0, 2, 1)'})"
 
     def _gram(self, st: Step, a: Load, b: Load) -> bool:
         """sum_k X[.., i, k] * X[.., j, k] (a Gram matrix, DLRM's interaction): when i and
