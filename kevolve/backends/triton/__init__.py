@@ -47,7 +47,7 @@ class TritonBackend(Backend):
         self.device = device or ("cpu" if interpret else "cuda")
 
     def render(self, plan) -> KernelSource:
-        parts = render_module(plan, dot_f32=self.interpret)
+        parts = render_module(plan, dot_f32=self.interpret, libdevice=not self.interpret)
         text = render("triton/module.j2", banner=banner("#", plan.op.name, self.name),
                       op=plan.op.name, shape_class=json.dumps(plan.dims_dict), **parts)
         return KernelSource(self.name, plan.op.name, "python", text, "launch",

@@ -1,0 +1,120 @@
+"""Does spelling the erfc helper's reciprocal and exp2 with libdevice speed up
+gemm_bias_gelu on the H200, and is the helper still accurate there? kevolve's archived best
+schedule is rendered by the current Triton backend (libdevice's fast_dividef and exp2, log2 e
+folded into the fit) and, as the baseline, with the helper the backend rendered before
+(`tl.fdiv` and `tl.exp`, the text below), then timed beside cuBLAS's bare matmul and
+torch.compile in interleaved rounds. Both helpers are also run alone against math.erfc.
+
+    PYTHONPATH=.:benchmarks python3 benchmarks/h200_erfc_libdevice.py --out $OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import re
+
+PREVIOUS = '''@triton.jit
+def _kv_erfc(w):
+    """erfc(w) with no branch (a Chebyshev fit; see ERFC in the Triton emitter)."""
+    z = tl.abs(w)
+    t = tl.fdiv(1.0, 1.0 + 0.5 * z)
+    p = -0.82215223 + t * 0.17087277
+    p = 1.48851587 + t * p
+    p = -1.13520398 + t * p
+    p = 0.27886807 + t * p
+    p = -0.18628806 + t * p
+    p = 0.09678418 + t * p
+    p = 0.37409196 + t * p
+    p = 1.00002368 + t * p
+    p = -1.26551223 + t * p
+    r = t * tl.exp(-z * z + p)
+    return tl.where(w >= 0, r, 2.0 - r)
+'''
+
+
+def with_previous_helper(text: str) -> str:
+    """The module with its `_kv_erfc` replaced by the previous backend's."""
+    new, n = re.subn(r"@triton\.jit\ndef _kv_erfc\(w\):\n(?:    .*\n|\n(?=    ))*", PREVIOUS,
+                     text)
+    assert n == 1 and "libdevice.exp2" not in new, "helper not found in the module"
+    return new
+
+
+def erfc_errors(mod, rec, name: str) -> None:
+    """Largest relative error of the module's helper against math.erfc on the GPU."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    f = mod._kv_erfc
+
+    @triton.jit
+    def k(w, o, B: tl.constexpr):
+        r = tl.program_id(0) * B + tl.arange(0, B)
+        tl.store(o + r, f(tl.load(w + r)))
+
+    w = torch.linspace(-9, 9, 1 << 16, dtype=torch.float32, device="cuda")
+    o = torch.empty_like(w)
+    k[(w.numel() // 256,)](w, o, B=256)
+    ws, got = w.double().tolist(), o.double().tolist()
+    rel = [abs(g - math.erfc(x)) / math.erfc(x) for g, x in zip(got, ws)]
+    rec(name + "_erfc_rel_err", {"abs_w_le_3": max(r for r, x in zip(rel, ws) if abs(x) <= 3),
+                                 "all": max(rel)})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--db", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                 "results", "h200-archive.db"))
+    args = ap.parse_args()
+    import numpy as np
+    import torch
+    from h200_erf_store_stream import interleaved
+    from h200_triton_structures import recorder
+
+    import kevolve
+    from kevolve.agent.archive import Archive
+    from kevolve.backends.triton import load_module
+    from kevolve.ir.interp import bind_dims
+    from kevolve.ops import get
+
+    rec = recorder(os.path.join(args.out, "erfc-libdevice.json"))
+    d = get("gemm_bias_gelu")
+    sd = d.shape("gpu")
+    op = d.op_for(sd)
+    case = d.make(sd, np.random.default_rng(0))
+    dims = bind_dims(op, case.inputs, case.params)
+    be = kevolve.backend("triton")
+    best = Archive(args.db, readonly=True).best("gemm_bias_gelu", "triton")
+    rec("trace", best.trace_json)
+    src = kevolve.lower(op, best.trace_json, be, dims)
+    srcs = {"kevolve_libdevice": src,
+            "kevolve_previous": dataclasses.replace(src, text=with_previous_helper(src.text))}
+    A, W, bias = (torch.as_tensor(case.inputs[k].astype(np.float32)).to("cuda", torch.bfloat16)
+                  for k in ("A", "W", "bias"))
+    ins = {"A": A, "W": W, "bias": bias}
+    ref = torch.nn.functional.gelu(torch.addmm(bias.double(), A.double(), W.double()))
+    f = torch.compile(lambda a, w, b: torch.nn.functional.gelu(torch.addmm(b, a, w)))
+    f(A, W, bias)
+    runs = {"bare_mm": lambda: A @ W, "compile": lambda: f(A, W, bias)}
+    for name, s in srcs.items():
+        erfc_errors(load_module(s, False), rec, name)
+        k = kevolve.build(s, be)
+        y = torch.full_like(ref, float("nan"), dtype=torch.bfloat16)
+        outs = {"y": y}
+        k(ins, outs, case.params)
+        torch.cuda.synchronize()
+        rec(name + "_err", (y.double() - ref).abs().max().item())
+        runs[name] = lambda k=k, outs=outs: k(ins, outs, case.params)
+    times = interleaved(runs, rec, args.rounds, "erfc_")
+    bare = times["bare_mm"]["ms"]
+    rec("bare_over", {k: bare / v["ms"] for k, v in times.items()})
+
+
+if __name__ == "__main__":
+    main()
