@@ -65,6 +65,44 @@ def erfc_errors(mod, rec, name: str) -> None:
                                  "all": max(rel)})
 
 
+def archived_best_gemm(db: str, rec):
+    """kevolve's archived best gemm_bias_gelu schedule lowered for the Triton backend at
+    the benchmark shape, the backend, the case and its inputs as bf16 CUDA tensors."""
+    import numpy as np
+    import torch
+
+    import kevolve
+    from kevolve.agent.archive import Archive
+    from kevolve.ir.interp import bind_dims
+    from kevolve.ops import get
+
+    d = get("gemm_bias_gelu")
+    sd = d.shape("gpu")
+    op = d.op_for(sd)
+    case = d.make(sd, np.random.default_rng(0))
+    be = kevolve.backend("triton")
+    best = Archive(db, readonly=True).best("gemm_bias_gelu", "triton")
+    rec("trace", best.trace_json)
+    src = kevolve.lower(op, best.trace_json, be, bind_dims(op, case.inputs, case.params))
+    ts = tuple(torch.as_tensor(case.inputs[k].astype(np.float32)).to("cuda", torch.bfloat16)
+               for k in ("A", "W", "bias"))
+    return src, be, case, ts
+
+
+def kevolve_call(src, be, case, ins: dict, ref, rec, name: str):
+    """Build `src`, check it against `ref` (recorded as NAME_err) and return a call."""
+    import torch
+
+    import kevolve
+
+    k = kevolve.build(src, be)
+    outs = {"y": torch.full_like(ref, float("nan"), dtype=torch.bfloat16)}
+    k(ins, outs, case.params)
+    torch.cuda.synchronize()
+    rec(name + "_err", (outs["y"].double() - ref).abs().max().item())
+    return lambda: k(ins, outs, case.params)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -72,31 +110,16 @@ def main() -> None:
     ap.add_argument("--db", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                  "results", "h200-archive.db"))
     args = ap.parse_args()
-    import numpy as np
     import torch
     from h200_erf_store_stream import interleaved
     from h200_triton_structures import recorder
 
-    import kevolve
-    from kevolve.agent.archive import Archive
     from kevolve.backends.triton import load_module
-    from kevolve.ir.interp import bind_dims
-    from kevolve.ops import get
 
     rec = recorder(os.path.join(args.out, "erfc-libdevice.json"))
-    d = get("gemm_bias_gelu")
-    sd = d.shape("gpu")
-    op = d.op_for(sd)
-    case = d.make(sd, np.random.default_rng(0))
-    dims = bind_dims(op, case.inputs, case.params)
-    be = kevolve.backend("triton")
-    best = Archive(args.db, readonly=True).best("gemm_bias_gelu", "triton")
-    rec("trace", best.trace_json)
-    src = kevolve.lower(op, best.trace_json, be, dims)
+    src, be, case, (A, W, bias) = archived_best_gemm(args.db, rec)
     srcs = {"kevolve_libdevice": src,
             "kevolve_previous": dataclasses.replace(src, text=with_previous_helper(src.text))}
-    A, W, bias = (torch.as_tensor(case.inputs[k].astype(np.float32)).to("cuda", torch.bfloat16)
-                  for k in ("A", "W", "bias"))
     ins = {"A": A, "W": W, "bias": bias}
     ref = torch.nn.functional.gelu(torch.addmm(bias.double(), A.double(), W.double()))
     f = torch.compile(lambda a, w, b: torch.nn.functional.gelu(torch.addmm(b, a, w)))
@@ -104,13 +127,7 @@ def main() -> None:
     runs = {"bare_mm": lambda: A @ W, "compile": lambda: f(A, W, bias)}
     for name, s in srcs.items():
         erfc_errors(load_module(s, False), rec, name)
-        k = kevolve.build(s, be)
-        y = torch.full_like(ref, float("nan"), dtype=torch.bfloat16)
-        outs = {"y": y}
-        k(ins, outs, case.params)
-        torch.cuda.synchronize()
-        rec(name + "_err", (y.double() - ref).abs().max().item())
-        runs[name] = lambda k=k, outs=outs: k(ins, outs, case.params)
+        runs[name] = kevolve_call(s, be, case, ins, ref, rec, name)
     times = interleaved(runs, rec, args.rounds, "erfc_")
     bare = times["bare_mm"]["ms"]
     rec("bare_over", {k: bare / v["ms"] for k, v in times.items()})

@@ -14,8 +14,8 @@ every tile shape but 0.55 ms at best against cuBLAS's 0.38: the active mainloop 
 its ring's 2-3 stages in flight. With one ring the consumers share, taking turns at the
 MMAs through mbarriers (`--rings 1`, h200-gluon-pingpong-shared.json), 0.496 ms at
 128x128x64 with 5 stages against cuBLAS's 0.404 and torch.compile's 0.466 on that
-machine. Still slower than kevolve's Triton kernel (0.449 ms in the ranking run). Next to
-try: larger tiles per consumer, a TMA-store epilogue, register budgets per partition.
+machine. Still slower than kevolve's Triton kernel (0.449 ms in the ranking run). The
+128x256 tile with an epilogue partition instead: h200_gluon_epilogue.py.
 
     cd benchmarks && PYTHONPATH=..:. python3 h200_gluon_pingpong.py --out $OUT   # pingpong.json
     python3 benchmarks/h200_gluon_pingpong.py --compile-only   # sm_90 PTX here, no GPU

@@ -51,8 +51,9 @@ def _load(raw: bool):
 # then grows with w^2 as the exponent rounds (about 1e-5 at |w| = 9). On a GPU the
 # reciprocal and the exp2 are libdevice's fast_dividef and exp2, which compile to bare
 # MUFU.RCP / MUFU.EX2 on sm_90 where `/` and tl.exp add range fix-ups: 22.5 instead of 32.5
-# float instructions per element of the erf GELU. On the H200 a hand-written gemm_bias_gelu
-# ran 2-4% faster with the helper than with tl.erf (benchmarks/results/h200-erf-ab.json).
+# float instructions per element of the erf GELU (an A/B of that spelling on the H200 showed
+# no measurable change, h200-erfc-libdevice.json). On the H200 a hand-written
+# gemm_bias_gelu ran 2-4% faster with the helper than with tl.erf (h200-erf-ab.json).
 ERFC = "_kv_erfc"
 # P(t), lowest degree first (Numerical Recipes' erfc fit), and the factor folded into it
 ERFC_P = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
