@@ -2,7 +2,7 @@
 matrix work on the H200? The ping-pong kernels (h200_gluon_pingpong.py) take turns on
 128x128 tiles and reached 0.81 of cuBLAS. These keep the 128x256 tile of kevolve's Triton
 kernel, computed by both consumer warpgroups together (8 warps, the default partition), fed
-by a 1-warp TMA producer (`k_epi`, PRODUCER) or by the consumers themselves:
+by a 1-warp TMA producer:
 - k_epi: the consumers hand the f32 accumulator to a 2-warp epilogue partition through
   shared memory (128 KiB, so 4 stages of 128x32 + 32x256) and go on to the next tile's
   MMAs while the epilogue warps add the bias, apply GELU and store. MODE 1-4 are
@@ -15,20 +15,18 @@ Hand-written (not kevolve output); checked against float64, timed beside cuBLAS,
 .compile, cuBLASLt's fused bias + GELU (tanh) and kevolve's archived best Triton kernel in
 interleaved rounds, on the op's own inputs.
 
-Results (h200-gluon-epilogue.json, 15 rounds; cuBLAS 0.403 ms): the mainloop alone 0.99 of
-cuBLAS; with the handoff but no epilogue work 0.98; bias only 0.95; tanh GELU 0.93; the erf
-GELU 0.88 (1.016x torch.compile; kevolve's Triton kernel 0.87); k_split 0.86; cuBLASLt's
-fused tanh GELU 0.97. k_reg (h200-gluon-epilogue-reg.json) 0.86-0.87. So the mainloop
-keeps up with cuBLAS, and the erf GELU's arithmetic slows it wherever it runs on the SM.
+Results (h200-gluon-epilogue.json, 15 rounds; cuBLAS 0.408 ms): the mainloop alone 0.99 of
+cuBLAS; with the handoff but no epilogue work 0.99; bias only 0.95; tanh GELU 0.94; the erf
+GELU 0.88 (1.002x torch.compile; kevolve's Triton kernel 0.87); k_split 0.86; k_reg 0.86;
+cuBLASLt's fused tanh GELU 0.97. So the mainloop keeps up with cuBLAS, and the erf GELU's
+arithmetic slows it wherever it runs on the SM.
 Two things found on the way (earlier versions of this script, results not kept): the
 epilogue loop must not be unrolled (a static_range over the rows made ~30k instructions,
 likely too many for the instruction cache: 0.94 ms, against 0.46 as a loop), and
 Triton 3.6 fails to lower a global store from the MMA layout inside a branch of the
 warp-specialized default partition (k_reg stores by quarters instead).
 
-    cd benchmarks && PYTHONPATH=..:. python3 h200_gluon_epilogue.py --rounds 15 \
-        --kernels prod,split --out $OUT                                   # epilogue.json
-    ... --kernels prod_k32s4_e2_r120_m0,prod_k32s4_e2_r120_m2,reg         # epilogue-reg.json
+    cd benchmarks && PYTHONPATH=..:. python3 h200_gluon_epilogue.py --rounds 15 --out $OUT
     python3 benchmarks/h200_gluon_epilogue.py --compile-only   # sm_90 here, no GPU
 """
 
@@ -53,7 +51,7 @@ from triton.language.extra import libdevice
 @gluon.jit
 def _producer(a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M, N, K,
               NPROG: gl.constexpr, GM: gl.constexpr, MODE: gl.constexpr):
-    """One warp (PRODUCER): every tile's TMA loads into the stage ring, a stage refilled
+    """One warp: every tile's TMA loads into the stage ring, a stage refilled
     only after the consumers released it on its `empty` barrier."""
     ready, empty, acc_ready, acc_empty = bars
     BM: gl.constexpr = a_desc.block_type.shape[0]
@@ -94,26 +92,6 @@ def _erfc(w):
     p = -1.825748218405333 + t * p
     r = t * libdevice.exp2((z * -1.4426950408889634) * z + p)
     return gl.where(w >= 0, r, 2.0 - r)
-
-
-@gluon.jit
-def _load(a_desc, b_desc, a_bufs, b_bufs, ready, i, total, kt, n_m, n_n,
-          NPROG: gl.constexpr, GM: gl.constexpr):
-    """Issue the TMA loads of this program's i-th K step (over all its tiles) into stage
-    i % S, when there is one."""
-    BM: gl.constexpr = a_desc.block_type.shape[0]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
-    BN: gl.constexpr = b_desc.block_type.shape[1]
-    S: gl.constexpr = a_bufs.type.shape[0]
-    pm, pn = _tile_mn(gl.program_id(0) + (i // kt) * NPROG, n_m, n_n, GM)
-    k = i % kt
-    s = i % S
-    p = i < total
-    mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=p)
-    tma.async_copy_global_to_shared(a_desc, [pm * BM, k * BK], ready.index(s), a_bufs.index(s),
-                                    pred=p)
-    tma.async_copy_global_to_shared(b_desc, [k * BK, pn * BN], ready.index(s), b_bufs.index(s),
-                                    pred=p)
 
 
 @gluon.jit
@@ -162,15 +140,11 @@ def _epilogue(a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M, N, K,
 
 @gluon.jit
 def _consumers(a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M, N, K,
-               NPROG: gl.constexpr, GM: gl.constexpr, PRODUCER: gl.constexpr,
-               MODE: gl.constexpr):
+               NPROG: gl.constexpr, GM: gl.constexpr, MODE: gl.constexpr):
     """The default partition, 8 warps (two warpgroups, 64 rows each): the MMAs of every
-    tile, then the accumulator into shared memory for the epilogue partition. Without a
-    PRODUCER warp they also issue the TMA loads S - 1 K steps ahead (across tile
-    boundaries), which keeps the kernel at 12 warps with a 4-warp epilogue; with one, a
-    stage goes back to it on `empty` once its MMAs are done. MODE 2 (diagnostic) skips
-    the handoff: the mainloop alone. (An epilogue here, from the accumulator's registers,
-    failed to lower in Triton 3.6: a store inside this warp-specialized region's branch.)"""
+    tile, a stage going back to the producer on `empty` once its MMAs are done, then the
+    accumulator into shared memory for the epilogue partition. MODE 2 (diagnostic) skips
+    the handoff: the mainloop alone."""
     ready, empty, acc_ready, acc_empty = bars
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
@@ -182,10 +156,6 @@ def _consumers(a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M, N, K,
     n_m = gl.cdiv(M, BM)
     n_n = gl.cdiv(N, BN)
     kt = gl.cdiv(K, BK)
-    total = gl.cdiv(n_m * n_n - gl.program_id(0), NPROG) * kt
-    if not PRODUCER:
-        for i in gl.static_range(S - 1):
-            _load(a_desc, b_desc, a_bufs, b_bufs, ready, i, total, kt, n_m, n_n, NPROG, GM)
     it = 0
     j = 0
     for _t in range(gl.program_id(0), n_m * n_n, NPROG):
@@ -194,17 +164,12 @@ def _consumers(a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M, N, K,
             s = it % S
             mbarrier.wait(ready.index(s), (it // S) & 1)
             acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
-            # the MMA before this one is done: its stage takes the load S - 1 steps ahead
+            # the MMA before this one is done: its stage goes back to the producer
             acc = warpgroup_mma_wait(1, deps=[acc])
-            if PRODUCER:
-                mbarrier.arrive(empty.index((it + S - 1) % S), pred=k > 0)
-            else:
-                _load(a_desc, b_desc, a_bufs, b_bufs, ready, it + S - 1, total, kt, n_m, n_n,
-                      NPROG, GM)
+            mbarrier.arrive(empty.index((it + S - 1) % S), pred=k > 0)
             it += 1
         acc = warpgroup_mma_wait(0, deps=[acc])
-        if PRODUCER:
-            mbarrier.arrive(empty.index((it + S - 1) % S))
+        mbarrier.arrive(empty.index((it + S - 1) % S))
         if MODE != 2:
             mbarrier.wait(acc_empty, (j & 1) ^ 1)
         acc_smem.store(acc)  # in MODE 2 too, or the MMAs would be dead code
@@ -216,7 +181,7 @@ def _consumers(a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M, N, K,
 @gluon.jit
 def k_epi(a_desc, b_desc, bias, y, M, N, K, NPROG: gl.constexpr, GM: gl.constexpr,
           STAGES: gl.constexpr, EPI_WARPS: gl.constexpr, EPI_REGS: gl.constexpr,
-          PRODUCER: gl.constexpr, MODE: gl.constexpr):
+          MODE: gl.constexpr):
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
@@ -235,14 +200,9 @@ def k_epi(a_desc, b_desc, bias, y, M, N, K, NPROG: gl.constexpr, GM: gl.constexp
     mbarrier.init(acc_ready, count=1)
     mbarrier.init(acc_empty, count=1)
     bars = (ready, empty, acc_ready, acc_empty)
-    c = (a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M, N, K, NPROG, GM, PRODUCER,
-         MODE)
     w = (a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M, N, K, NPROG, GM, MODE)
-    if PRODUCER:
-        gl.warp_specialize([(_consumers, c), (_epilogue, w), (_producer, w)],
-                           [EPI_WARPS, 1], [EPI_REGS, 40])
-    else:
-        gl.warp_specialize([(_consumers, c), (_epilogue, w)], [EPI_WARPS], [EPI_REGS])
+    gl.warp_specialize([(_consumers, w), (_epilogue, w), (_producer, w)], [EPI_WARPS, 1],
+                       [EPI_REGS, 40])
 
 
 @gluon.jit
@@ -431,33 +391,40 @@ def layouts(BM: int, BN: int, BK: int):
             gl.NVMMASharedLayout.get_default_for([BK, BN], gl.bfloat16))
 
 
-# name: (BK, stages, epilogue warps, epilogue registers, producer warp, mode); 128x256
+# name: (BK, stages, epilogue warps, epilogue registers, mode); 128x256
 # tiles, 8 consumer warps, maxnreg 168 (12 warps in all). Modes 1-4 are diagnostics: the
 # handoff without the epilogue's work, the mainloop alone, bias only, a tanh GELU.
-VARIANTS = {f"prod_k32s4_e2_r120_m{m}": (32, 4, 2, 120, True, m) for m in (0, 1, 2, 3, 4)}
+VARIANTS = {f"prod_k32s4_e2_r120_m{m}": (32, 4, 2, 120, m) for m in (0, 1, 2, 3, 4)}
 # k_split: name: (stages, epilogue registers); BK 32, 2 epilogue warps
 SPLIT = {"split_k32s5_e2_r120": (5, 120)}
 # k_reg: name: (BK, stages)
 REG = {"reg_k64s4": (64, 4), "reg_k64s3": (64, 3), "reg_k32s8": (32, 8)}
 
 
-def _sig(BK: int):
+def _sig(BK: int, extra: tuple[str, ...]):
+    """The AOT signature of a kernel here: descriptors for 128x256 tiles at BK, then the
+    kernel's own constexprs after NPROG, GM and STAGES."""
     la, lb = layouts(128, 256, BK)
     return {"a_desc": f"tensordesc<bf16[128, {BK}],{la!r}>",
             "b_desc": f"tensordesc<bf16[{BK}, 256],{lb!r}>", "bias": "*bf16", "y": "*bf16",
             "M": "i32", "N": "i32", "K": "i32", "NPROG": "constexpr", "GM": "constexpr",
-            "STAGES": "constexpr", "EPI_WARPS": "constexpr", "EPI_REGS": "constexpr",
-            "PRODUCER": "constexpr", "MODE": "constexpr"}
+            "STAGES": "constexpr", **{k: "constexpr" for k in extra}}
 
 
 def compile_only(nprog=132) -> None:
+    """Compile every variant for sm_90 here (no GPU) and print its shared memory, spill
+    stores and instruction counts from the SASS."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    for name, (BK, stages, ew, er, prod, mode) in VARIANTS.items():
-        src = GluonASTSource(k_epi, _sig(BK), {"NPROG": nprog, "GM": 8, "STAGES": stages,
-                                               "EPI_WARPS": ew, "EPI_REGS": er,
-                                               "PRODUCER": prod, "MODE": mode})
+    cases = [(name, k_epi, BK, {"STAGES": st, "EPI_WARPS": ew, "EPI_REGS": er, "MODE": m})
+             for name, (BK, st, ew, er, m) in VARIANTS.items()]
+    cases += [(name, k_split, 32, {"STAGES": st, "EPI_WARPS": 2, "EPI_REGS": er})
+              for name, (st, er) in SPLIT.items()]
+    cases += [(name, k_reg, BK, {"STAGES": st}) for name, (BK, st) in REG.items()]
+    for name, kernel, BK, consts in cases:
+        sig = _sig(BK, tuple(k for k in consts if k != "STAGES"))
+        src = GluonASTSource(kernel, sig, {"NPROG": nprog, "GM": 8, **consts})
         ck = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                             options={"num_warps": 8, "maxnreg": 168})
         sass = disassemble(ck.asm["cubin"])
@@ -523,7 +490,7 @@ def main() -> None:
         A, W, ym, M, N, K, BM=128, BN=256, BK=64, GM=8, NSM=nsm, FLAT=False, WS=False,
         num_warps=8, num_stages=3)
     chosen = tuple(args.kernels.split(","))
-    for name, (BK, stages, ew, er, prod, mode) in VARIANTS.items():
+    for name, (BK, stages, ew, er, mode) in VARIANTS.items():
         if not name.startswith(chosen):
             continue
         la, lb = layouts(128, 256, BK)
@@ -531,9 +498,9 @@ def main() -> None:
         wd = TensorDescriptor.from_tensor(W, [BK, 256], lb)
         y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
         try:
-            def call(ad=ad, wd=wd, y=y, stages=stages, ew=ew, er=er, prod=prod, mode=mode):
+            def call(ad=ad, wd=wd, y=y, stages=stages, ew=ew, er=er, mode=mode):
                 k_epi[(nsm,)](ad, wd, bias, y, M, N, K, NPROG=nsm, GM=8, STAGES=stages,
-                              EPI_WARPS=ew, EPI_REGS=er, PRODUCER=prod, MODE=mode,
+                              EPI_WARPS=ew, EPI_REGS=er, MODE=mode,
                               num_warps=8, maxnreg=168)
             call()
             torch.cuda.synchronize()

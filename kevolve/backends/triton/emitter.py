@@ -65,7 +65,8 @@ def erfc_helper(libdevice: bool) -> dict:
     """What the module template needs to write `_kv_erfc`: P's coefficients times log2(e)
     (highest degree first, for Horner) and the reciprocal and exp2 spellings: libdevice's
     on a GPU, plain `/` and tl.math.exp2 for the interpreter, which has no libdevice."""
-    return {"coeffs": [repr(c * LOG2E) for c in reversed(ERFC_P)], "neg_log2e": repr(-LOG2E),
+    return {"libdevice": libdevice, "neg_log2e": repr(-LOG2E),
+            "coeffs": [repr(c * LOG2E) for c in reversed(ERFC_P)],
             "rcp": "libdevice.fast_dividef(1.0, {})" if libdevice else "1.0 / ({})",
             "exp2": "libdevice.exp2({})" if libdevice else "tl.math.exp2({})"}
 
