@@ -115,6 +115,20 @@ def interleaved(runs: dict, rec, rounds: int, prefix: str) -> dict:
     return out
 
 
+def add_checked(runs: dict, rec, name: str, call, y, ref) -> None:
+    """Run `call` once and add it to `runs`, recording NAME_err, its largest error in `y`
+    against `ref` (None: not checked); or record NAME_error when it fails (out of shared
+    memory, a structure this Triton cannot compile, ...)."""
+    try:
+        call()
+        torch.cuda.synchronize()
+        if ref is not None:
+            rec(name + "_err", (y.double() - ref).abs().max().item())
+        runs[name] = call
+    except Exception as e:
+        rec(name + "_error", f"{type(e).__name__}: {str(e)[:400]}")
+
+
 def gemm_study(rec, rounds: int, quick: bool = False) -> None:
     M, K, N = 8192, 4096, 4096
     A = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
@@ -140,15 +154,9 @@ def gemm_study(rec, rounds: int, quick: bool = False) -> None:
                 y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
                 kw = dict(BM=BM, BN=BN, BK=BK, GM=8, FAST=fast, DESC=desc, num_warps=nw,
                           num_stages=ns)
-                try:
-                    def call(grid=grid, y=y, kw=kw):
-                        k_gemm[grid](A, W, bias, y, M, N, K, **kw)
-                    call()
-                    torch.cuda.synchronize()
-                    rec(name + "_err", (y.double() - ref).abs().max().item())
-                    runs[name] = call
-                except Exception as e:  # out of shared memory etc.: recorded
-                    rec(name + "_error", f"{type(e).__name__}: {str(e)[:300]}")
+                def call(grid=grid, y=y, kw=kw):
+                    k_gemm[grid](A, W, bias, y, M, N, K, **kw)
+                add_checked(runs, rec, name, call, y, ref)
     interleaved(runs, rec, rounds, "gemm_")
 
 

@@ -2,8 +2,9 @@
 gemm_bias_gelu on the H200, and is the helper still accurate there? kevolve's archived best
 schedule is rendered by the current Triton backend (libdevice's fast_dividef and exp2, log2 e
 folded into the fit) and, as the baseline, with the helper the backend rendered before
-(`tl.fdiv` and `tl.exp`, the text below), then timed beside cuBLAS's bare matmul and
-torch.compile in interleaved rounds. Both helpers are also run alone against math.erfc.
+(`tl.fdiv` and `tl.exp`, as the study kernels still spell it), then timed beside cuBLAS's
+bare matmul and torch.compile in interleaved rounds. Both helpers are also run alone
+against math.erfc.
 
     PYTHONPATH=.:benchmarks python3 benchmarks/h200_erfc_libdevice.py --out $OUT
 """
@@ -16,29 +17,21 @@ import math
 import os
 import re
 
-PREVIOUS = '''@triton.jit
-def _kv_erfc(w):
-    """erfc(w) with no branch (a Chebyshev fit; see ERFC in the Triton emitter)."""
-    z = tl.abs(w)
-    t = tl.fdiv(1.0, 1.0 + 0.5 * z)
-    p = -0.82215223 + t * 0.17087277
-    p = 1.48851587 + t * p
-    p = -1.13520398 + t * p
-    p = 0.27886807 + t * p
-    p = -0.18628806 + t * p
-    p = 0.09678418 + t * p
-    p = 0.37409196 + t * p
-    p = 1.00002368 + t * p
-    p = -1.26551223 + t * p
-    r = t * tl.exp(-z * z + p)
-    return tl.where(w >= 0, r, 2.0 - r)
-'''
+
+def previous_helper() -> str:
+    """The helper the backend rendered before: the study kernels' `_erfc` (`tl.fdiv` and
+    `tl.exp`, h200_gemm_mainloop.py), the same arithmetic, under the module's name."""
+    import inspect
+
+    from h200_gemm_mainloop import _erfc
+
+    return inspect.getsource(_erfc.fn).replace("def _erfc(", "def _kv_erfc(")
 
 
 def with_previous_helper(text: str) -> str:
     """The module with its `_kv_erfc` replaced by the previous backend's."""
-    new, n = re.subn(r"@triton\.jit\ndef _kv_erfc\(w\):\n(?:    .*\n|\n(?=    ))*", PREVIOUS,
-                     text)
+    new, n = re.subn(r"@triton\.jit\ndef _kv_erfc\(w\):\n(?:    .*\n|\n(?=    ))*",
+                     lambda m: previous_helper(), text)
     assert n == 1 and "libdevice.exp2" not in new, "helper not found in the module"
     return new
 

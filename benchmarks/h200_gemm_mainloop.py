@@ -19,7 +19,7 @@ import os
 import torch
 import triton
 import triton.language as tl
-from h200_erf_store_stream import interleaved
+from h200_erf_store_stream import add_checked, interleaved
 from h200_triton_structures import recorder, tile_of
 
 
@@ -169,27 +169,15 @@ def epilogue_study(rec, rounds: int) -> None:
         for name, g, extra in cases:
             name = f"{name}_{tag}".replace("True", "1").replace("False", "0")
             y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-            try:
-                def call(g=g, y=y, extra=extra, kw=kw):
-                    k_epi[g](A, W, bias, y, M, N, K, **extra, **kw)
-                call()
-                torch.cuda.synchronize()
-                rec(name + "_err", (y.double() - ref).abs().max().item())
-                runs[name] = call
-            except Exception as e:
-                rec(name + "_error", f"{type(e).__name__}: {str(e)[:300]}")
+            def call(g=g, y=y, extra=extra, kw=kw):
+                k_epi[g](A, W, bias, y, M, N, K, **extra, **kw)
+            add_checked(runs, rec, name, call, y, ref)
         for fl in (False, True):
             name = f"mainloop_persist_ptr_f{int(fl)}_{tag}"
             y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-            try:
-                def call(y=y, fl=fl, kw=kw):
-                    k_persist_ptr[(nsm,)](A, W, y, M, N, K, NSM=nsm, FLAT=fl, WS=False, **kw)
-                call()
-                torch.cuda.synchronize()
-                rec(name + "_err", (y.double() - ref_mm).abs().max().item())
-                runs[name] = call
-            except Exception as e:
-                rec(name + "_error", f"{type(e).__name__}: {str(e)[:300]}")
+            def call(y=y, fl=fl, kw=kw):
+                k_persist_ptr[(nsm,)](A, W, y, M, N, K, NSM=nsm, FLAT=fl, WS=False, **kw)
+            add_checked(runs, rec, name, call, y, ref_mm)
     times = interleaved(runs, rec, rounds, "epi_")
     bare = times["bare_mm"]["ms"]
     rec("epi_bare_over", dict(sorted(((k, bare / v["ms"]) for k, v in times.items()),
@@ -230,15 +218,9 @@ def main() -> None:
         for kind, kern, g, extra in kinds:
             name = f"{kind}_{tag}"
             y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-            try:
-                def call(kern=kern, g=g, y=y, extra=extra, kw=kw):
-                    kern[g](A, W, y, M, N, K, **extra, **kw)
-                call()
-                torch.cuda.synchronize()
-                rec(name + "_err", (y.double() - ref).abs().max().item())
-                runs[name] = call
-            except Exception as e:  # out of shared memory etc.: recorded
-                rec(name + "_error", f"{type(e).__name__}: {str(e)[:300]}")
+            def call(kern=kern, g=g, y=y, extra=extra, kw=kw):
+                kern[g](A, W, y, M, N, K, **extra, **kw)
+            add_checked(runs, rec, name, call, y, ref)
     times = interleaved(runs, rec, args.rounds, "mainloop_")
     bare = times["bare_mm"]["ms"]
     rec("bare_over", dict(sorted(((k, bare / v["ms"]) for k, v in times.items()),

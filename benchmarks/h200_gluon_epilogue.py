@@ -95,6 +95,72 @@ def _erfc(w):
 
 
 @gluon.jit
+def _tile_mmas(a_bufs, b_bufs, ready, empty, it, K):
+    """One tile's K loop from the producer's stage ring, starting at the ring's step `it`,
+    in the calling partition's warpgroups (64 rows each): each stage goes back to the
+    producer on `empty` once the MMA after it is issued and its own is done. Returns the
+    accumulator and the next step."""
+    S: gl.constexpr = a_bufs.type.shape[0]
+    BM: gl.constexpr = a_bufs.type.shape[1]
+    BK: gl.constexpr = a_bufs.type.shape[2]
+    BN: gl.constexpr = b_bufs.type.shape[2]
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0],
+                                                   warps_per_cta=[gl.num_warps(), 1],
+                                                   instr_shape=[16, BN, 16])
+    acc = gl.zeros([BM, BN], gl.float32, acc_l)
+    for k in range(gl.cdiv(K, BK)):
+        s = it % S
+        mbarrier.wait(ready.index(s), (it // S) & 1)
+        acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+        # the MMA before this one is done: its stage goes back to the producer
+        acc = warpgroup_mma_wait(1, deps=[acc])
+        mbarrier.arrive(empty.index((it + S - 1) % S), pred=k > 0)
+        it += 1
+    acc = warpgroup_mma_wait(0, deps=[acc])
+    mbarrier.arrive(empty.index((it + S - 1) % S))
+    return acc, it
+
+
+@gluon.jit
+def _quarters(acc):
+    """The accumulator's four 64-column quarters, in column order (column = 128 h + 64 g +
+    x): register relabelling, no data movement."""
+    BM: gl.constexpr = acc.type.shape[0]
+    BN: gl.constexpr = acc.type.shape[1]
+    g0, g1 = gl.split(gl.permute(gl.reshape(acc, [BM, 2, 2, BN // 4]), [0, 3, 1, 2]))
+    c0, c2 = gl.split(g0)
+    c1, c3 = gl.split(g1)
+    return c0, c1, c2, c3
+
+
+@gluon.jit
+def _ring(a_desc, b_desc, STAGES: gl.constexpr):
+    """The stage ring the producer fills: A and B buffers and their ready / empty
+    mbarriers."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[1]
+    a_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BK, BN], b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    return a_bufs, b_bufs, ready, empty
+
+
+@gluon.jit
+def _handoff_bars():
+    """acc_ready (consumers to epilogue) and acc_empty (back) for the handoff buffer."""
+    acc_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    acc_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(acc_ready, count=1)
+    mbarrier.init(acc_empty, count=1)
+    return acc_ready, acc_empty
+
+
+@gluon.jit
 def _epilogue(a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M, N, K,
               NPROG: gl.constexpr, GM: gl.constexpr, MODE: gl.constexpr):
     """EPI_WARPS warps: wait for a tile's accumulator in shared memory, then bias + GELU +
@@ -147,29 +213,13 @@ def _consumers(a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M, N, K,
     the handoff: the mainloop alone."""
     ready, empty, acc_ready, acc_empty = bars
     BM: gl.constexpr = a_desc.block_type.shape[0]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
-    S: gl.constexpr = a_bufs.type.shape[0]
-    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0],
-                                                   warps_per_cta=[gl.num_warps(), 1],
-                                                   instr_shape=[16, BN, 16])
     n_m = gl.cdiv(M, BM)
     n_n = gl.cdiv(N, BN)
-    kt = gl.cdiv(K, BK)
     it = 0
     j = 0
     for _t in range(gl.program_id(0), n_m * n_n, NPROG):
-        acc = gl.zeros([BM, BN], gl.float32, acc_l)
-        for k in range(kt):
-            s = it % S
-            mbarrier.wait(ready.index(s), (it // S) & 1)
-            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
-            # the MMA before this one is done: its stage goes back to the producer
-            acc = warpgroup_mma_wait(1, deps=[acc])
-            mbarrier.arrive(empty.index((it + S - 1) % S), pred=k > 0)
-            it += 1
-        acc = warpgroup_mma_wait(0, deps=[acc])
-        mbarrier.arrive(empty.index((it + S - 1) % S))
+        acc, it = _tile_mmas(a_bufs, b_bufs, ready, empty, it, K)
         if MODE != 2:
             mbarrier.wait(acc_empty, (j & 1) ^ 1)
         acc_smem.store(acc)  # in MODE 2 too, or the MMAs would be dead code
@@ -183,22 +233,12 @@ def k_epi(a_desc, b_desc, bias, y, M, N, K, NPROG: gl.constexpr, GM: gl.constexp
           STAGES: gl.constexpr, EPI_WARPS: gl.constexpr, EPI_REGS: gl.constexpr,
           MODE: gl.constexpr):
     BM: gl.constexpr = a_desc.block_type.shape[0]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
-    a_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BM, BK], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BK, BN], b_desc.layout)
+    a_bufs, b_bufs, ready, empty = _ring(a_desc, b_desc, STAGES)
     acc_smem = gl.allocate_shared_memory(
         gl.float32, [BM, BN], gl.SwizzledSharedLayout(vec=4, per_phase=1, max_phase=8,
                                                       order=[1, 0]))
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    acc_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    acc_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
-    mbarrier.init(acc_ready, count=1)
-    mbarrier.init(acc_empty, count=1)
+    acc_ready, acc_empty = _handoff_bars()
     bars = (ready, empty, acc_ready, acc_empty)
     w = (a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M, N, K, NPROG, GM, MODE)
     gl.warp_specialize([(_consumers, w), (_epilogue, w), (_producer, w)], [EPI_WARPS, 1],
@@ -254,34 +294,15 @@ def _split_consumers(a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M,
     the epilogue warps keep up with the MMAs."""
     ready, empty, acc_ready, acc_empty = bars
     BM: gl.constexpr = a_desc.block_type.shape[0]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
-    S: gl.constexpr = a_bufs.type.shape[0]
-    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0],
-                                                   warps_per_cta=[gl.num_warps(), 1],
-                                                   instr_shape=[16, BN, 16])
     n_m = gl.cdiv(M, BM)
     n_n = gl.cdiv(N, BN)
-    kt = gl.cdiv(K, BK)
     it = 0
     j = 0
     for t in range(gl.program_id(0), n_m * n_n, NPROG):
         pm, pn = _tile_mn(t, n_m, n_n, GM)
-        acc = gl.zeros([BM, BN], gl.float32, acc_l)
-        for k in range(kt):
-            s = it % S
-            mbarrier.wait(ready.index(s), (it // S) & 1)
-            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
-            acc = warpgroup_mma_wait(1, deps=[acc])
-            mbarrier.arrive(empty.index((it + S - 1) % S), pred=k > 0)
-            it += 1
-        acc = warpgroup_mma_wait(0, deps=[acc])
-        mbarrier.arrive(empty.index((it + S - 1) % S))
-        # four 64-column quarters: column = 128 * h + 64 * g + x
-        q4 = gl.permute(gl.reshape(acc, [BM, 2, 2, BN // 4]), [0, 3, 1, 2])
-        g0, g1 = gl.split(q4)
-        c0, c2 = gl.split(g0)
-        c1, c3 = gl.split(g1)
+        acc, it = _tile_mmas(a_bufs, b_bufs, ready, empty, it, K)
+        c0, c1, c2, c3 = _quarters(acc)
         mbarrier.wait(acc_empty, (j & 1) ^ 1)
         acc_smem.index(0).store(c0)
         acc_smem.index(1).store(c1)
@@ -298,22 +319,12 @@ def _split_consumers(a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M,
 def k_split(a_desc, b_desc, bias, y, M, N, K, NPROG: gl.constexpr, GM: gl.constexpr,
             STAGES: gl.constexpr, EPI_WARPS: gl.constexpr, EPI_REGS: gl.constexpr):
     BM: gl.constexpr = a_desc.block_type.shape[0]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
-    a_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BM, BK], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BK, BN], b_desc.layout)
+    a_bufs, b_bufs, ready, empty = _ring(a_desc, b_desc, STAGES)
     acc_smem = gl.allocate_shared_memory(
         gl.float32, [3, BM, BN // 4], gl.SwizzledSharedLayout(vec=4, per_phase=1,
                                                               max_phase=8, order=[1, 0]))
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    acc_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    acc_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
-    mbarrier.init(acc_ready, count=1)
-    mbarrier.init(acc_empty, count=1)
+    acc_ready, acc_empty = _handoff_bars()
     bars = (ready, empty, acc_ready, acc_empty)
     c = (a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M, N, K, NPROG, GM)
     w = (a_desc, b_desc, bias, y, a_bufs, b_bufs, acc_smem, bars, M, N, K, NPROG, GM,
@@ -330,31 +341,14 @@ def _reg_consumers(a_desc, b_desc, bias, y, a_bufs, b_bufs, bars, M, N, K,
     loads the next tile's stages."""
     ready, empty, acc_ready, acc_empty = bars
     BM: gl.constexpr = a_desc.block_type.shape[0]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
-    S: gl.constexpr = a_bufs.type.shape[0]
-    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0],
-                                                   warps_per_cta=[gl.num_warps(), 1],
-                                                   instr_shape=[16, BN, 16])
     n_m = gl.cdiv(M, BM)
     n_n = gl.cdiv(N, BN)
-    kt = gl.cdiv(K, BK)
     it = 0
     for t in range(gl.program_id(0), n_m * n_n, NPROG):
         pm, pn = _tile_mn(t, n_m, n_n, GM)
-        acc = gl.zeros([BM, BN], gl.float32, acc_l)
-        for k in range(kt):
-            s = it % S
-            mbarrier.wait(ready.index(s), (it // S) & 1)
-            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
-            acc = warpgroup_mma_wait(1, deps=[acc])
-            mbarrier.arrive(empty.index((it + S - 1) % S), pred=k > 0)
-            it += 1
-        acc = warpgroup_mma_wait(0, deps=[acc])
-        mbarrier.arrive(empty.index((it + S - 1) % S))
-        g0, g1 = gl.split(gl.permute(gl.reshape(acc, [BM, 2, 2, BN // 4]), [0, 3, 1, 2]))
-        c0, c2 = gl.split(g0)
-        c1, c3 = gl.split(g1)
+        acc, it = _tile_mmas(a_bufs, b_bufs, ready, empty, it, K)
+        c0, c1, c2, c3 = _quarters(acc)
         L: gl.constexpr = c0.type.layout
         rm = pm * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, L))
         rq = pn * BN + gl.arange(0, BN // 4, layout=gl.SliceLayout(0, L))
@@ -369,16 +363,7 @@ def k_reg(a_desc, b_desc, bias, y, M, N, K, NPROG: gl.constexpr, GM: gl.constexp
           STAGES: gl.constexpr):
     """Persistent, a producer warp, the epilogue in the consumers' registers: no handoff
     through shared memory, the stage ring refilled during the epilogue."""
-    BM: gl.constexpr = a_desc.block_type.shape[0]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
-    BN: gl.constexpr = b_desc.block_type.shape[1]
-    a_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BM, BK], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BK, BN], b_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
+    a_bufs, b_bufs, ready, empty = _ring(a_desc, b_desc, STAGES)
     bars = (ready, empty, ready, empty)
     c = (a_desc, b_desc, bias, y, a_bufs, b_bufs, bars, M, N, K, NPROG, GM)
     w = (a_desc, b_desc, bias, y, a_bufs, b_bufs, a_bufs, bars, M, N, K, NPROG, GM,
@@ -461,7 +446,7 @@ def main() -> None:
         compile_only()
         return
     import torch
-    from h200_erf_store_stream import interleaved
+    from h200_erf_store_stream import add_checked, interleaved
     from h200_erfc_libdevice import archived_best_gemm, kevolve_call
     from h200_triton_structures import recorder
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
@@ -497,18 +482,11 @@ def main() -> None:
         ad = TensorDescriptor.from_tensor(A, [128, BK], la)
         wd = TensorDescriptor.from_tensor(W, [BK, 256], lb)
         y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-        try:
-            def call(ad=ad, wd=wd, y=y, stages=stages, ew=ew, er=er, mode=mode):
-                k_epi[(nsm,)](ad, wd, bias, y, M, N, K, NPROG=nsm, GM=8, STAGES=stages,
-                              EPI_WARPS=ew, EPI_REGS=er, MODE=mode,
-                              num_warps=8, maxnreg=168)
-            call()
-            torch.cuda.synchronize()
-            if mode in (0, 3, 4):
-                rec(name + "_err", (y.double() - ref).abs().max().item())
-            runs[name] = call
-        except Exception as e:
-            rec(name + "_error", f"{type(e).__name__}: {str(e)[:400]}")
+        def call(ad=ad, wd=wd, y=y, stages=stages, ew=ew, er=er, mode=mode):
+            k_epi[(nsm,)](ad, wd, bias, y, M, N, K, NPROG=nsm, GM=8, STAGES=stages,
+                          EPI_WARPS=ew, EPI_REGS=er, MODE=mode, num_warps=8, maxnreg=168)
+        # modes 1 and 2 write no output
+        add_checked(runs, rec, name, call, y, ref if mode in (0, 3, 4) else None)
     la, lb = layouts(128, 256, 32)
     ad = TensorDescriptor.from_tensor(A, [128, 32], la)
     wd = TensorDescriptor.from_tensor(W, [32, 256], lb)
@@ -516,16 +494,10 @@ def main() -> None:
         if not name.startswith(chosen):
             continue
         y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-        try:
-            def call(y=y, stages=stages, er=er):
-                k_split[(nsm,)](ad, wd, bias, y, M, N, K, NPROG=nsm, GM=8, STAGES=stages,
-                                EPI_WARPS=2, EPI_REGS=er, num_warps=8, maxnreg=168)
-            call()
-            torch.cuda.synchronize()
-            rec(name + "_err", (y.double() - ref).abs().max().item())
-            runs[name] = call
-        except Exception as e:
-            rec(name + "_error", f"{type(e).__name__}: {str(e)[:400]}")
+        def call(y=y, stages=stages, er=er):
+            k_split[(nsm,)](ad, wd, bias, y, M, N, K, NPROG=nsm, GM=8, STAGES=stages,
+                            EPI_WARPS=2, EPI_REGS=er, num_warps=8, maxnreg=168)
+        add_checked(runs, rec, name, call, y, ref)
     for name, (BK, stages) in REG.items():
         if not name.startswith(chosen):
             continue
@@ -533,16 +505,10 @@ def main() -> None:
         ad = TensorDescriptor.from_tensor(A, [128, BK], la)
         wd = TensorDescriptor.from_tensor(W, [BK, 256], lb)
         y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-        try:
-            def call(y=y, ad=ad, wd=wd, stages=stages):
-                k_reg[(nsm,)](ad, wd, bias, y, M, N, K, NPROG=nsm, GM=8, STAGES=stages,
-                              num_warps=8, maxnreg=168)
-            call()
-            torch.cuda.synchronize()
-            rec(name + "_err", (y.double() - ref).abs().max().item())
-            runs[name] = call
-        except Exception as e:
-            rec(name + "_error", f"{type(e).__name__}: {str(e)[:400]}")
+        def call(y=y, ad=ad, wd=wd, stages=stages):
+            k_reg[(nsm,)](ad, wd, bias, y, M, N, K, NPROG=nsm, GM=8, STAGES=stages,
+                          num_warps=8, maxnreg=168)
+        add_checked(runs, rec, name, call, y, ref)
     times = interleaved(runs, rec, args.rounds, "epi_")
     bare = times["bare_mm"]["ms"]
     rec("bare_over", {k: bare / v["ms"] for k, v in times.items()})

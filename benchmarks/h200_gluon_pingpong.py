@@ -204,7 +204,7 @@ def main() -> None:
         compile_only(rings=args.rings)
         return
     import torch
-    from h200_erf_store_stream import interleaved
+    from h200_erf_store_stream import add_checked, interleaved
     from h200_triton_structures import recorder
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -228,16 +228,10 @@ def main() -> None:
         ad = TensorDescriptor.from_tensor(A, [BM, BK], la)
         wd = TensorDescriptor.from_tensor(W, [BK, BN], lb)
         y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-        try:
-            def call(ad=ad, wd=wd, y=y, stages=stages):
-                k_pingpong[(nsm,)](ad, wd, bias, y, M, N, K, NPROG=nsm, GM=8, STAGES=stages,
-                                   RINGS=args.rings, num_warps=4, maxnreg=168)
-            call()
-            torch.cuda.synchronize()
-            rec(name + "_err", (y.double() - ref).abs().max().item())
-            runs[name] = call
-        except Exception as e:
-            rec(name + "_error", f"{type(e).__name__}: {str(e)[:400]}")
+        def call(ad=ad, wd=wd, y=y, stages=stages):
+            k_pingpong[(nsm,)](ad, wd, bias, y, M, N, K, NPROG=nsm, GM=8, STAGES=stages,
+                               RINGS=args.rings, num_warps=4, maxnreg=168)
+        add_checked(runs, rec, name, call, y, ref)
     times = interleaved(runs, rec, args.rounds, "pingpong_")
     bare = times["bare_mm"]["ms"]
     rec("bare_over", {k: bare / v["ms"] for k, v in times.items()})
