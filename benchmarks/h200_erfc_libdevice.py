@@ -28,11 +28,18 @@ def previous_helper() -> str:
     return inspect.getsource(_erfc.fn).replace("def _erfc(", "def _kv_erfc(")
 
 
+def replace_helper(text: str, helper: str) -> str:
+    """The module with its `_kv_erfc` replaced by `helper` (source of the same name)."""
+    new, n = re.subn(r"@triton\.jit\ndef _kv_erfc\(w\):\n(?:    .*\n|\n(?=    ))*",
+                     lambda m: helper, text)
+    assert n == 1, "helper not found in the module"
+    return new
+
+
 def with_previous_helper(text: str) -> str:
     """The module with its `_kv_erfc` replaced by the previous backend's."""
-    new, n = re.subn(r"@triton\.jit\ndef _kv_erfc\(w\):\n(?:    .*\n|\n(?=    ))*",
-                     lambda m: previous_helper(), text)
-    assert n == 1 and "libdevice.exp2" not in new, "helper not found in the module"
+    new = replace_helper(text, previous_helper())
+    assert "libdevice.exp2" not in new
     return new
 
 
@@ -82,8 +89,10 @@ def archived_best_gemm(db: str, rec):
     return src, be, case, ts
 
 
-def kevolve_call(src, be, case, ins: dict, ref, rec, name: str):
-    """Build `src`, check it against `ref` (recorded as NAME_err) and return a call."""
+def kevolve_call(src, be, case, ins: dict, ref, rec, name: str, other=None):
+    """Build `src`, check it against `ref` (recorded as NAME_err; with `other`, another
+    kernel's bf16 output, also the share of elements that differ from it) and return a
+    call."""
     import torch
 
     import kevolve
@@ -93,6 +102,8 @@ def kevolve_call(src, be, case, ins: dict, ref, rec, name: str):
     k(ins, outs, case.params)
     torch.cuda.synchronize()
     rec(name + "_err", (outs["y"].double() - ref).abs().max().item())
+    if other is not None:
+        rec(name + "_differs", (outs["y"] != other).double().mean().item())
     return lambda: k(ins, outs, case.params)
 
 

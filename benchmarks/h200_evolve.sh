@@ -6,7 +6,7 @@
 # Each op gets `budget` more candidates (default $BUDGET or 24) within `minutes` (default
 # $MINUTES or 0.9). When benchmarks/seeds/h200-OP.json exists, its traces are evaluated
 # first (replay proposer, counted in the budget); the heuristic search then continues from
-# the whole population in the archive.
+# the whole population in the archive. SEEDS=DIR takes the seed files from DIR instead.
 set -u
 OUT=${OUT:-bench-out}
 mkdir -p "$OUT"
@@ -26,7 +26,7 @@ for item in $ITEMS; do
   budget=${budget:-${BUDGET:-24}}
   minutes=${minutes:-${MINUTES:-0.9}}
   echo "== $op (+$budget candidates, $minutes min)" >&2
-  seeds="benchmarks/seeds/h200-$op.json"
+  seeds="${SEEDS:-benchmarks/seeds}/h200-$op.json"
   if [ -f "$seeds" ]; then
     n=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$seeds")
     rm_min=$(python3 -c "print(min(0.8, $minutes / 2))")

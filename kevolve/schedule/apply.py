@@ -99,7 +99,8 @@ def apply(s: Schedule, d: dict, i: int) -> Schedule:
                        num_stages=d.get("num_stages", s.num_stages),
                        group_m=d.get("group_m", s.group_m),
                        dot_precision=d.get("dot_precision", s.dot_precision),
-                       constexpr_dims=_constexpr_dims(s, d, i))
+                       constexpr_dims=_constexpr_dims(s, d, i),
+                       persistent=d.get("persistent", s.persistent))
     st = _stage(s, d["stage"], i)
     op = s.op
     if m not in ("inline", "compute_at") and st.placement == "inline":

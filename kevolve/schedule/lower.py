@@ -149,7 +149,8 @@ def _kernel(sched: Schedule, op: Op, rs: StageSched, steps_at: list[StageSched],
                          if lp.pos is not None])
     return KernelPlan(f"k_{rs.name}", root, tuple(loops), tuple(steps), rank,
                       tuple(pos_sizes), sched.num_warps, sched.num_stages, sched.group_m,
-                      tuple(guards), sched.dot_precision, sched.constexpr_dims)
+                      tuple(guards), sched.dot_precision, sched.constexpr_dims,
+                      sched.persistent)
 
 
 def _tile_axes(root, loops: list[PLoop]) -> set[str]:

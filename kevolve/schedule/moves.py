@@ -70,12 +70,15 @@ MOVES: dict[str, MoveSpec] = {m.name: m for m in (
              "max+sum pass (online, softmax-style), or split across programs (split)."),
     MoveSpec("launch", {"num_warps": POW2, "num_stages": INT, "group_m": INT,
                         "dot_precision": _enum("ieee", "tf32x3"),
-                        "constexpr_dims": {"type": "array", "items": NAME, "maxItems": 16}},
+                        "constexpr_dims": {"type": "array", "items": NAME, "maxItems": 16},
+                        "persistent": {"type": "integer", "minimum": 1, "maximum": 32}},
              (),
              "Launch hints: warps per program, software-pipeline stages, grouped "
              "program ordering for 2-d grids, how f32 matrix-unit products are formed "
-             "(ieee, or tf32x3: three tf32 products, f32-accurate on tensor cores), and "
-             "which dims are compile-time constants (Triton: one compile per value)."),
+             "(ieee, or tf32x3: three tf32 products, f32-accurate on tensor cores), "
+             "which dims are compile-time constants (Triton: one compile per value), and "
+             "persistent programs (`persistent` per multiprocessor, each looping over "
+             "the grid's tiles instead of one program per tile)."),
 )}
 
 

@@ -67,6 +67,7 @@ class KernelPlan:
     guards: tuple[tuple[Expr, str], ...] = ()  # (condition over dims, message)
     dot_precision: str | None = None  # f32 matrix-unit products: ieee | tf32x3
     constexpr_dims: tuple[str, ...] = ()  # dims compiled in (Triton constexpr)
+    persistent: int | None = None  # programs per multiprocessor looping over the grid
 
     @property
     def grid(self) -> tuple[PLoop, ...]:

@@ -54,6 +54,7 @@ class Schedule:
     group_m: int | None = None
     dot_precision: str | None = None
     constexpr_dims: tuple[str, ...] = ()
+    persistent: int | None = None
 
     def stage(self, name: str) -> StageSched:
         for s in self.stages:

@@ -53,7 +53,8 @@ def test_launch_mutations_only_where_the_backend_acts_on_the_argument():
     op, dims, t = _default("dot_interaction")  # an f32 contraction with static inner dims
     rng = random.Random(1)
     others = (lambda c: mu.change_stages(t, rng, c), lambda c: mu.toggle_precision(t, rng, c, op),
-              lambda c: mu.toggle_constexpr(t, rng, c, op))
+              lambda c: mu.toggle_constexpr(t, rng, c, op),
+              lambda c: mu.toggle_persistent(t, rng, c))
     for name in ("cuda", "hip", "cpu", "mtia"):
         caps = _caps(name)
         assert all(f(caps) is None for f in others), name

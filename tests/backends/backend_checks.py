@@ -141,6 +141,15 @@ LAYERNORM_LOOPED = [
     {"m": "split", "stage": "mean", "axis": "k", "size": 16},
     {"m": "split", "stage": "var", "axis": "k", "size": 16}]
 
+VARIANT_SOFTMAX_ONLINE = [
+    {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+    {"m": "inline", "stage": "e"},
+    {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
+    {"m": "split", "stage": "s", "axis": "k", "size": 16},
+    {"m": "compute_at", "stage": "mx", "at": ["y", "i"]},
+    {"m": "compute_at", "stage": "s", "at": ["y", "i"]},
+    {"m": "reduction", "stage": "s", "strategy": "online"}]
+
 # Non-default schedules, one or two per op family: looped and online reductions, 2-d tiles,
 # split jagged reductions, tiles smaller than the row. label -> (op, a reduction strategy
 # the lowered plan must contain (so the variant really exercises it), moves).
@@ -152,14 +161,7 @@ VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
         {"m": "compute_at", "stage": "s", "at": ["y", "i"]},
         {"m": "split", "stage": "mx", "axis": "k", "size": 16},
         {"m": "split", "stage": "s", "axis": "k", "size": 16}]),
-    "softmax_online": ("softmax", "online", [
-        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
-        {"m": "inline", "stage": "e"},
-        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
-        {"m": "split", "stage": "s", "axis": "k", "size": 16},
-        {"m": "compute_at", "stage": "mx", "at": ["y", "i"]},
-        {"m": "compute_at", "stage": "s", "at": ["y", "i"]},
-        {"m": "reduction", "stage": "s", "strategy": "online"}]),
+    "softmax_online": ("softmax", "online", VARIANT_SOFTMAX_ONLINE),
     "log_softmax_split_row": ("log_softmax", "looped", [
         {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
         {"m": "split", "stage": "y", "axis": "j", "size": 32, "into": ["jo", "ji"]},
@@ -243,6 +245,29 @@ VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
         [("B5F20D40", {"B": 5, "F": 20, "D": 40}), ("B3F17D16", {"B": 3, "F": 17, "D": 16})]),
     "layernorm_constexpr": ("layernorm", "looped", [*LAYERNORM_LOOPED,
                                                     {"m": "launch", "constexpr_dims": ["N"]}]),
+    # persistent programs (Triton: 4 per "multiprocessor" in the interpreter's launcher, 4
+    # there): fewer programs than tiles, each taking every n-th tile of the grid
+    "gemm_bias_gelu_persistent": ("gemm_bias_gelu", "dot", [
+        {"m": "split", "stage": "y", "axis": "i", "size": 16, "into": ["io", "ii"]},
+        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
+        {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
+        {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
+        {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
+        {"m": "compute_at", "stage": "acc", "at": ["y", "jo"]},
+        {"m": "split", "stage": "acc", "axis": "k", "size": 16},
+        {"m": "launch", "group_m": 2, "persistent": 1}],
+        [("M70K33N90", {"M": 70, "K": 33, "N": 90}), ("M13K7N100", {"M": 13, "K": 7, "N": 100}),
+         ("M1K1N1", {"M": 1, "K": 1, "N": 1})]),
+    "softmax_online_persistent": ("softmax", "online", [
+        *VARIANT_SOFTMAX_ONLINE, {"m": "launch", "persistent": 1}],
+        [("M37N50", {"M": 37, "N": 50}), ("M3N1000", {"M": 3, "N": 1000})]),
+    "jagged_sum_persistent": ("jagged_sum", "looped", [
+        {"m": "bind", "stage": "out", "axis": "b", "to": "grid"},
+        {"m": "split", "stage": "out", "axis": "d", "size": 2, "into": ["do", "di"]},
+        {"m": "split", "stage": "out", "axis": "l", "size": 4},
+        {"m": "launch", "persistent": 2}],
+        [("B19D5", {"B": 19, "D": 5, "max_len": 7}),
+         ("B5all_empty", {"B": 5, "D": 3, "max_len": 6, "lengths": "all_empty"})]),
 }
 
 

@@ -67,6 +67,7 @@ class HeuristicProposer:
             "rows": lambda: mu.rows_per_program(t, r, op),
             "precision": lambda: mu.toggle_precision(t, r, ctx.caps, op),
             "constexpr": lambda: mu.toggle_constexpr(t, r, ctx.caps, op),
+            "persistent": lambda: mu.toggle_persistent(t, r, ctx.caps),
             "prefetch": lambda: mu.toggle_prefetch(t, r, gpu),
             "unroll": lambda: mu.unroll_loop(t, r, op),
             "split": lambda: mu.split_tile(t, r, op),
@@ -81,7 +82,8 @@ class HeuristicProposer:
         for p in parents:
             self.seen.add(Trace.from_json(p.trace_json).to_json())
         names = ["scale", "scale", "warps", "stages", "online", "reduce_split", "vectorize",
-                 "cache", "rows", "precision", "constexpr", "prefetch", "unroll", "split"]
+                 "cache", "rows", "precision", "constexpr", "persistent", "prefetch", "unroll",
+                 "split"]
         out: list[Proposal] = []
         for _ in range(self.attempts * max(1, n)):
             if len(out) >= n:

@@ -54,19 +54,31 @@ def _load(raw: bool):
 # float instructions per element of the erf GELU (an A/B of that spelling on the H200 showed
 # no measurable change, h200-erfc-libdevice.json). On the H200 a hand-written
 # gemm_bias_gelu ran 2-4% faster with the helper than with tl.erf (h200-erf-ab.json).
+# A module whose outputs are all bf16 or f16 gets a shorter fit (ERFC_HALF_P): no more
+# accuracy than those outputs hold, and 4 fewer FMAs per element (h200-gelu-power.json:
+# gemm_bias_gelu 1.1-1.6% faster on the H200).
 ERFC = "_kv_erfc"
 # P(t), lowest degree first (Numerical Recipes' erfc fit), and the factor folded into it
 ERFC_P = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
           -1.13520398, 1.48851587, -0.82215223, 0.17087277)
 LOG2E = 1.4426950408889634
+# P(t) in log2 units (log2 e already in), degree 5, for half-precision outputs: a
+# Lawson-weighted minimax fit of log2(erfc(w)) + w^2 log2(e) - log2(t) over 0 <= w <= 9.5
+# (past that erfc is under f32's smallest normal). Relative error of erfc: 7.6e-6 in exact
+# arithmetic; in f32, 8.4e-6 up to |w| = 3 and 1.7e-5 up to 9, against half an ulp of
+# 4.9e-4 for f16 and 2.0e-3 for bf16 (benchmarks/h200_gelu_power.py has the fits).
+ERFC_HALF_P = (-1.8272335121821341, 1.4686830710269672, 0.36708399821141724,
+               0.6845489278729172, -1.0231461675237932, 0.3300746677748709)
 
 
-def erfc_helper(libdevice: bool) -> dict:
-    """What the module template needs to write `_kv_erfc`: P's coefficients times log2(e)
-    (highest degree first, for Horner) and the reciprocal and exp2 spellings: libdevice's
-    on a GPU, plain `/` and tl.math.exp2 for the interpreter, which has no libdevice."""
-    return {"libdevice": libdevice, "neg_log2e": repr(-LOG2E),
-            "coeffs": [repr(c * LOG2E) for c in reversed(ERFC_P)],
+def erfc_helper(libdevice: bool, half: bool = False) -> dict:
+    """What the module template needs to write `_kv_erfc`: P's coefficients in log2 units
+    (highest degree first, for Horner), the short fit when every output is bf16 or f16
+    (`half`), and the reciprocal and exp2 spellings: libdevice's on a GPU, plain `/` and
+    tl.math.exp2 for the interpreter, which has no libdevice."""
+    coeffs = ERFC_HALF_P if half else tuple(c * LOG2E for c in ERFC_P)
+    return {"libdevice": libdevice, "neg_log2e": repr(-LOG2E), "half": half,
+            "coeffs": [repr(c) for c in reversed(coeffs)],
             "rcp": "libdevice.fast_dividef(1.0, {})" if libdevice else "1.0 / ({})",
             "exp2": "libdevice.exp2({})" if libdevice else "tl.math.exp2({})"}
 
@@ -181,8 +193,15 @@ class KernelWriter:
         g = k.grid
         if not g:
             return
-        self.w("pid = tl.program_id(0)" + (".to(tl.int64)" if self.wide else ""))
         counts = [self.ex(grid_count(k, lp), Ctx()) for lp in g]
+        wide = ".to(tl.int64)" if self.wide else ""
+        if k.persistent:  # the launcher starts fewer programs; each takes every n-th tile
+            total = " * ".join(f"({c})" for c in counts)
+            self.w(f"for tile in tl.range(tl.program_id(0), {total}, tl.num_programs(0)):")
+            self.ind += 1
+            self.w(f"pid = tile{wide}")
+        else:
+            self.w(f"pid = tl.program_id(0){wide}")
         if k.group_m and len(g) == 2:
             a, b = g
             self.w(f"n_a = {counts[0]}")
@@ -513,7 +532,8 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
         args = [ptr(b) for b in bufs] + [f"d_{d}: tl.constexpr" if d in k.constexpr_dims
                                          else f"d_{d}" for d in dims]
         kernels.append({"name": k.name, "args": ", ".join(args), "body": body,
-                        "grid": total, "num_warps": k.num_warps or 4,
+                        "grid": total, "persistent": k.persistent if k.grid else None,
+                        "num_warps": k.num_warps or 4,
                         "num_stages": k.num_stages or (3 if k.steps[-1].strategy == "dot"
                                                        or any(s.strategy == "dot"
                                                               for s in k.steps) else 1),
@@ -534,6 +554,7 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
         shape = ", ".join(emit(s, ctx, LANG, ptr) for s in b.shape)
         scratch.append({"name": name, "shape": f"({shape},)", "dtype": TORCH[b.dtype.name]})
     erfc = any(f"{ERFC}(" in k["body"] for k in kernels)
+    half = all(op.stage(n).out.dtype in (dt.bf16, dt.f16) for n in op.outputs)
     return {"kernels": kernels, "dims": dims, "guards": guards, "scratch": scratch,
-            "erfc": erfc_helper(libdevice) if erfc else None}
+            "erfc": erfc_helper(libdevice, half) if erfc else None}
 
