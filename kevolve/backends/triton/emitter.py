@@ -56,7 +56,7 @@ def _load(raw: bool):
 # gemm_bias_gelu ran 2-4% faster with the helper than with tl.erf (h200-erf-ab.json).
 # A module whose outputs are all bf16 or f16 gets a shorter fit (ERFC_HALF_P): no more
 # accuracy than those outputs hold, and 4 fewer FMAs per element (h200-gelu-power.json:
-# gemm_bias_gelu 1.1-1.6% faster on the H200).
+# gemm_bias_gelu 1.0-1.6% faster on the H200).
 ERFC = "_kv_erfc"
 # P(t), lowest degree first (Numerical Recipes' erfc fit), and the factor folded into it
 ERFC_P = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
