@@ -96,3 +96,18 @@ def test_toggle_cache_names_a_stage_that_reads_the_buffer_and_lowers():
         seen.add(mv["stage"])
         lower(apply_trace(op, c), dims)
     assert seen, "no cache move proposed"
+
+
+def test_toggle_persistent_adds_a_program_count_and_takes_it_away():
+    op, dims, t = _default("gemm_bias_gelu")
+    rng = random.Random(5)
+    triton = _caps("triton")
+    counts = set()
+    for _ in range(16):
+        on = mu.toggle_persistent(t, rng, triton)
+        k = lower(apply_trace(op, on), dims).kernels[0]
+        assert k.persistent in (1, 2, 4, 8) and k.grid
+        counts.add(k.persistent)
+        off = mu.toggle_persistent(on, rng, triton)
+        assert lower(apply_trace(op, off), dims).kernels[0].persistent is None
+    assert len(counts) > 1

@@ -170,6 +170,38 @@ def test_constexpr_dims_are_compiled_in():
     assert regs[True] <= regs[False], regs
 
 
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_persistent_programs_loop_over_tiles_and_compile(target):
+    """launch persistent: the kernel body sits in a loop over tiles that starts at the
+    program's id and steps by the number of programs, the launcher starts at most
+    `persistent` programs per multiprocessor, and the kernel compiles for both GPUs (the
+    interpreter tests check the results)."""
+    d = ops.get("gemm_bias_gelu")
+    op, dims = d.op_for("gpu"), d.dims("gpu")
+    moves = [{"m": "split", "stage": "y", "axis": "i", "size": 128, "into": ["io", "ii"]},
+             {"m": "split", "stage": "y", "axis": "j", "size": 128, "into": ["jo", "ji"]},
+             {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
+             {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
+             {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
+             {"m": "compute_at", "stage": "acc", "at": ["y", "jo"]},
+             {"m": "split", "stage": "acc", "axis": "k", "size": 64},
+             {"m": "launch", "num_warps": 8, "group_m": 8, "persistent": 2}]
+    plan = lower(apply_trace(op, Trace.make(op.name, moves)), dims)
+    text = TritonBackend().render(plan).text
+    body = text[text.index("def k_y("):text.index("def launch(")]
+    assert "for tile in tl.range(tl.program_id(0), " in body and \
+        ", tl.num_programs(0)):" in body
+    assert body.count("tl.program_id(0)") == 1  # the tile, not the program, picks the tile
+    assert "grid = (min(grid[0], 2 * _multiprocessors(dev)),)" in text
+    res = compile_aot(TritonBackend().render(plan), target)["k_y"]
+    assert ASM[target] <= set(res["asm"]), res["asm"]
+    if target.startswith("cuda"):
+        assert res["spill_stores"] == 0, res
+    one = lower(apply_trace(op, Trace.make(op.name, moves[:-1] + [{"m": "launch",
+                                                                    "num_warps": 8}])), dims)
+    assert "tl.range" not in TritonBackend().render(one).text
+
 def test_targets():
     assert gpu_target("cuda:90") == gpu_target("cuda:90")
     t = gpu_target("cuda:90")
