@@ -17,6 +17,9 @@ import math
 import os
 import re
 
+# the archive of the H200 searches, committed beside the results
+ARCHIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "h200-archive.db")
+
 
 def previous_helper() -> str:
     """The helper the backend rendered before: the study kernels' `_erfc` (`tl.fdiv` and
@@ -111,8 +114,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--db", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                 "results", "h200-archive.db"))
+    ap.add_argument("--db", default=ARCHIVE)
     args = ap.parse_args()
     import torch
     from h200_erf_store_stream import interleaved

@@ -31,6 +31,8 @@ import subprocess
 import threading
 import time
 
+from h200_erfc_libdevice import ARCHIVE
+
 # Fits of log2(erfc(w)) + w^2 log2(e) - log2(t), t = 1 / (1 + w/2), for 0 <= w <= 9.5,
 # lowest degree first (Lawson-weighted least squares on 1500 Chebyshev nodes, the model
 # evaluated in float64 with mpmath's erfc). Largest relative error of erfc in float64:
@@ -170,8 +172,7 @@ def main() -> None:
     ap.add_argument("--persistent", default="",
                     help="also the archived schedule with launch persistent=P, for each P "
                          "of this comma-separated list (kevolve_pP_HELPER)")
-    ap.add_argument("--db", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                 "results", "h200-archive.db"))
+    ap.add_argument("--db", default=ARCHIVE)
     args = ap.parse_args()
     import torch
     from h200_erf_store_stream import interleaved

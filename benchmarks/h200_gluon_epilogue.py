@@ -36,6 +36,7 @@ import argparse
 import os
 
 import triton
+from h200_erfc_libdevice import ARCHIVE
 from h200_gluon_pingpong import _tile_mn
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -439,8 +440,7 @@ def main() -> None:
     ap.add_argument("--kernels", default="prod,split,reg",
                     help="comma-separated name prefixes of the kernels to time beside the "
                     "baselines")
-    ap.add_argument("--db", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                 "results", "h200-archive.db"))
+    ap.add_argument("--db", default=ARCHIVE)
     args = ap.parse_args()
     if args.compile_only:
         compile_only()

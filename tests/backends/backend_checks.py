@@ -141,6 +141,18 @@ LAYERNORM_LOOPED = [
     {"m": "split", "stage": "mean", "axis": "k", "size": 16},
     {"m": "split", "stage": "var", "axis": "k", "size": 16}]
 
+def gemm_tiles(bm: int, bn: int, bk: int) -> list[dict]:
+    """gemm_bias_gelu on bm x bn tiles of y, its contraction computed at the tile in bk
+    steps (so the epilogue fuses into the dot's program)."""
+    return [{"m": "split", "stage": "y", "axis": "i", "size": bm, "into": ["io", "ii"]},
+            {"m": "split", "stage": "y", "axis": "j", "size": bn, "into": ["jo", "ji"]},
+            {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
+            {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
+            {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
+            {"m": "compute_at", "stage": "acc", "at": ["y", "jo"]},
+            {"m": "split", "stage": "acc", "axis": "k", "size": bk}]
+
+
 VARIANT_SOFTMAX_ONLINE = [
     {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
     {"m": "inline", "stage": "e"},
@@ -194,14 +206,7 @@ VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
         {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
         {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
         {"m": "split", "stage": "y", "axis": "k", "size": 4}]),
-    "gemm_bias_gelu_epilogue": ("gemm_bias_gelu", "dot", [
-        {"m": "split", "stage": "y", "axis": "i", "size": 16, "into": ["io", "ii"]},
-        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
-        {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
-        {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
-        {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
-        {"m": "compute_at", "stage": "acc", "at": ["y", "jo"]},
-        {"m": "split", "stage": "acc", "axis": "k", "size": 16}]),
+    "gemm_bias_gelu_epilogue": ("gemm_bias_gelu", "dot", gemm_tiles(16, 16, 16)),
     "embedding_bag_split_bag": ("embedding_bag", "looped", [
         {"m": "bind", "stage": "out", "axis": "b", "to": "grid"},
         {"m": "split", "stage": "out", "axis": "l", "size": 2}]),
@@ -245,17 +250,10 @@ VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
         [("B5F20D40", {"B": 5, "F": 20, "D": 40}), ("B3F17D16", {"B": 3, "F": 17, "D": 16})]),
     "layernorm_constexpr": ("layernorm", "looped", [*LAYERNORM_LOOPED,
                                                     {"m": "launch", "constexpr_dims": ["N"]}]),
-    # persistent programs (Triton: 4 per "multiprocessor" in the interpreter's launcher, 4
-    # there): fewer programs than tiles, each taking every n-th tile of the grid
+    # persistent programs (Triton's interpreter counts 4 multiprocessors): fewer programs
+    # than tiles, each taking every n-th tile of the grid
     "gemm_bias_gelu_persistent": ("gemm_bias_gelu", "dot", [
-        {"m": "split", "stage": "y", "axis": "i", "size": 16, "into": ["io", "ii"]},
-        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
-        {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
-        {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
-        {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
-        {"m": "compute_at", "stage": "acc", "at": ["y", "jo"]},
-        {"m": "split", "stage": "acc", "axis": "k", "size": 16},
-        {"m": "launch", "group_m": 2, "persistent": 1}],
+        *gemm_tiles(16, 16, 16), {"m": "launch", "group_m": 2, "persistent": 1}],
         [("M70K33N90", {"M": 70, "K": 33, "N": 90}), ("M13K7N100", {"M": 13, "K": 7, "N": 100}),
          ("M1K1N1", {"M": 1, "K": 1, "N": 1})]),
     "softmax_online_persistent": ("softmax", "online", [

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from backend_checks import LAYERNORM_LOOPED
+from backend_checks import LAYERNORM_LOOPED, VARIANT_SOFTMAX_ONLINE
 
 from kevolve import api, ops
 from kevolve.agent import evaluate as ev
@@ -118,14 +118,7 @@ VARIANTS: dict[str, tuple[str, list[dict]]] = {
         {"m": "split", "stage": "mx", "axis": "k", "size": 16},
         {"m": "split", "stage": "s", "axis": "k", "size": 16},
         {"m": "launch", "num_warps": 2}]),
-    "softmax_online": ("softmax", [
-        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
-        {"m": "inline", "stage": "e"},
-        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
-        {"m": "split", "stage": "s", "axis": "k", "size": 16},
-        {"m": "compute_at", "stage": "mx", "at": ["y", "i"]},
-        {"m": "compute_at", "stage": "s", "at": ["y", "i"]},
-        {"m": "reduction", "stage": "s", "strategy": "online"}]),
+    "softmax_online": ("softmax", VARIANT_SOFTMAX_ONLINE),
     "softmax_rows_online": ("softmax", [  # online over per-row arrays (lanes per point)
         {"m": "split", "stage": "y", "axis": "i", "size": 4, "into": ["io", "ii"]},
         {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},

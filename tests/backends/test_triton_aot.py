@@ -11,6 +11,7 @@ import re
 import textwrap
 
 import pytest
+from backend_checks import gemm_tiles
 
 from kevolve import ops
 from kevolve.backends.base import KernelSource
@@ -179,13 +180,7 @@ def test_persistent_programs_loop_over_tiles_and_compile(target):
     interpreter tests check the results)."""
     d = ops.get("gemm_bias_gelu")
     op, dims = d.op_for("gpu"), d.dims("gpu")
-    moves = [{"m": "split", "stage": "y", "axis": "i", "size": 128, "into": ["io", "ii"]},
-             {"m": "split", "stage": "y", "axis": "j", "size": 128, "into": ["jo", "ji"]},
-             {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
-             {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
-             {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
-             {"m": "compute_at", "stage": "acc", "at": ["y", "jo"]},
-             {"m": "split", "stage": "acc", "axis": "k", "size": 64},
+    moves = [*gemm_tiles(128, 128, 64),
              {"m": "launch", "num_warps": 8, "group_m": 8, "persistent": 2}]
     plan = lower(apply_trace(op, Trace.make(op.name, moves)), dims)
     text = TritonBackend().render(plan).text
