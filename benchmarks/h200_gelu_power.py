@@ -26,6 +26,7 @@ import datetime
 import functools
 import operator
 import os
+import re
 import statistics
 import subprocess
 import threading
@@ -33,20 +34,23 @@ import time
 
 from h200_erfc_libdevice import ARCHIVE
 
+from kevolve.backends.triton.emitter import ERFC_HALF_P, ERFC_P, LOG2E
+
 # Fits of log2(erfc(w)) + w^2 log2(e) - log2(t), t = 1 / (1 + w/2), for 0 <= w <= 9.5,
 # lowest degree first (Lawson-weighted least squares on 1500 Chebyshev nodes, the model
 # evaluated in float64 with mpmath's erfc). Largest relative error of erfc in float64:
-# degree 8 2.0e-7, degree 7 6.3e-7, degree 5 7.6e-6 (the backend's degree-9 fit: 1.2e-7).
+# degree 8 2.0e-7, degree 7 6.3e-7, degree 5 7.6e-6 (now the backend's fit for bf16 and f16
+# outputs, ERFC_HALF_P); degree 9 is Numerical Recipes' fit over all w (1.2e-7), the
+# backend's helper for other outputs and, before session 6, for every module.
 FITS = {
+    9: tuple(c * LOG2E for c in ERFC_P),
     8: (-1.8252540190718471, 1.4320271256579755, 0.6373180708766878, -0.353562485536872,
         1.2568611073988498, -2.6048551859645657, 2.153414148010446, -0.8110321966004812,
         0.11508314546981298),
     7: (-1.8257915748633353, 1.4421211213319935, 0.5592435432408013, -0.027627200664106476,
         0.4500598660201382, -1.3863628499988068, 1.0516744607382795, -0.263318267536655),
-    5: (-1.8272335121821341, 1.4686830710269672, 0.36708399821141724, 0.6845489278729172,
-        -1.0231461675237932, 0.3300746677748709),
+    5: ERFC_HALF_P,
 }
-LOG2E = 1.4426950408889634
 
 
 def fitted_helper(coeffs) -> str:
@@ -71,6 +75,28 @@ def _kv_erfc(w):
                                    dtype=tl.float32, is_pure=True, pack=1)
     return 1.0 + th
 """
+
+
+
+def with_tma(text: str) -> str:
+    """Diagnostic: kevolve's 128x256x64 gemm_bias_gelu module with its two dot operands
+    loaded through host-made tensor descriptors (TMA on sm_90, the copy engine computing the
+    addresses) instead of pointer tiles; everything else as rendered."""
+    a = re.search(r"(a\d+) = tl\.load\(p_A \+ \(i_\d+ \* d_K\) \+ \(k_\d+\)\)", text)
+    b = re.search(r"(b\d+) = tl\.load\(p_W \+ \(k_\d+ \* d_N\) \+ \(j_\d+\)\)", text)
+    ko = re.search(r"for (s_ko_\d+) in range\(0, \(d_K \+ 63\) // 64\)", text)
+    sig = "def k_y(p_A, p_W, p_bias, p_y, d_K, d_M, d_N):"
+    call = 'bufs["y"], d_K, d_M, d_N, num_warps'
+    assert a and b and ko and sig in text and call in text and "tl.zeros([128, 256]" in text
+    text = text.replace(a[0], f"{a[1]} = t_A.load([g_io * 128, {ko[1]} * 64])")
+    text = text.replace(b[0], f"{b[1]} = t_W.load([{ko[1]} * 64, g_jo * 256])")
+    text = text.replace(sig, sig[:-2] + ", t_A, t_W):")
+    descs = ('TensorDescriptor.from_tensor(bufs["A"], [128, 64]), '
+             'TensorDescriptor.from_tensor(bufs["W"], [64, 256])')
+    text = text.replace(call, call.replace("num_warps", descs + ", num_warps"))
+    return text.replace("import triton\n", "import triton\nfrom triton.tools.tensor_descriptor "
+                        "import TensorDescriptor\n", 1)
+
 
 QUERY = "timestamp,clocks.sm,power.draw,temperature.gpu"
 REASONS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
@@ -168,10 +194,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--seconds", type=float, default=2.5)
     ap.add_argument("--helpers", default="fit9,fit8,fit7,fit5,no_erf,tanh",
-                    help="erfc helpers to try in kevolve's kernel (fit9: the backend's own)")
+                    help="erfc helpers to try in kevolve's kernel (own: as the backend "
+                         "renders it; fitD: the degree-D fit)")
     ap.add_argument("--persistent", default="",
                     help="also the archived schedule with launch persistent=P, for each P "
                          "of this comma-separated list (kevolve_pP_HELPER)")
+    ap.add_argument("--tma", action="store_true",
+                    help="also each kevolve module with TMA operand loads (kevolve_tma_...)")
     ap.add_argument("--db", default=ARCHIVE)
     args = ap.parse_args()
     import torch
@@ -195,12 +224,15 @@ def main() -> None:
     lt = torch._addmm_activation(bias, A, W, use_gelu=True)
     rec("cublaslt_tanh_gelu_err", (lt.double() - ref).abs().max().item())
     rec("cublaslt_tanh_gelu_differs", (lt != want).double().mean().item())
-    known = {"fit9": None, **{f"fit{d}": fitted_helper(c) for d, c in FITS.items()},
+    known = {"own": None, **{f"fit{d}": fitted_helper(c) for d, c in FITS.items()},
              "no_erf": NO_ERF, "tanh": TANH}
     helpers = {h: known[h] for h in args.helpers.split(",")}
     srcs = {"": src}
     for p in filter(None, args.persistent.split(",")):
         srcs[f"p{p}_"] = with_launch(src, be, args.db, persistent=int(p))
+    if args.tma:
+        srcs.update({f"tma_{k}": dataclasses.replace(s, text=with_tma(s.text))
+                     for k, s in list(srcs.items())})
     for prefix, base in srcs.items():
         for hname, h in helpers.items():
             name = ("diag_" if hname in ("no_erf", "tanh") else "kevolve_") + prefix + hname
