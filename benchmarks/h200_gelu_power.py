@@ -10,12 +10,21 @@ Each kernel is run back to back for a few seconds while `nvidia-smi` samples the
 the board power and the clock-event reasons (power cap, thermal); the same kernels are also
 timed with do_bench in interleaved rounds. Kernels: cuBLAS's bare matmul, cuBLAS addmm (bias
 in its epilogue), cuBLASLt's fused bias + tanh GELU, torch.compile of the op, and kevolve's
-archived best Triton schedule with its erfc helper as the backend renders it (a degree-9
-fit) or with shorter fits of the same form (fitted here for |w| <= 9.5, where erfc is still
-a normal f32), plus two diagnostics that are not the op (the GELU replaced by 0.5 v, and a
-tanh GELU through tanh.approx.f32). Every variant is checked against float64.
+archived best Triton schedule with its erfc helper as the backend renders it (`own`) or
+with fits of other degrees (fitted here for |w| <= 9.5, where erfc is still a normal f32;
+`fit9` is Numerical Recipes' 10-term fit), plus two diagnostics that are not the op (the
+GELU replaced by 0.5 v, and a tanh GELU through tanh.approx.f32). `--persistent` adds the
+launch hint to the archived schedule, `--tma` loads the dot operands through tensor
+descriptors (a hand edit of the rendered module). Every variant is checked against float64.
+
+Results (h200-gelu-power*.json): every kernel ran at the 700 W cap (687-694 W, the power-cap
+reason in every sample, 1485-1635 MHz of 1980), so time per call follows energy per call:
+281 mJ for cuBLAS, 289 for cuBLASLt's tanh GELU, 317 for torch.compile, 325 for kevolve
+before session 6 and 310 after (persistent, 6-term fit), 300 with no GELU at all.
 
     PYTHONPATH=.:benchmarks python3 benchmarks/h200_gelu_power.py --out $OUT
+    ... --helpers fit9,fit5,no_erf --persistent 1    # h200-gelu-power-persistent.json
+    ... --helpers own,no_erf --tma                   # h200-gelu-power-tma.json
 """
 
 from __future__ import annotations
