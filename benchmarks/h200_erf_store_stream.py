@@ -24,7 +24,7 @@ import time
 import torch
 import triton
 import triton.language as tl
-from h200_triton_structures import gelu, recorder, tile_of
+from h200_triton_structures import gelu, ptr_dot, recorder, tile_of
 from triton.testing import do_bench
 
 
@@ -53,12 +53,7 @@ def k_gemm(a, w, b, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.const
     pm, pn = tile_of(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GM)
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros([BM, BN], tl.float32)
-    for k in range(0, K, BK):
-        x = tl.load(a + rm[:, None] * K + (k + rk)[None, :])
-        z = tl.load(w + (k + rk)[:, None] * N + rn[None, :])
-        acc = tl.dot(x, z, acc)
+    acc = ptr_dot(a, w, rm, rn, K, N, BM, BN, BK)
     acc += tl.load(b + rn).to(tl.float32)[None, :]
     if FAST:
         out = gelu_fast(acc).to(tl.bfloat16)

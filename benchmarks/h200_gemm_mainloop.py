@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 from h200_erf_store_stream import add_checked, interleaved
-from h200_triton_structures import recorder, tile_of
+from h200_triton_structures import desc_dot, gemm_descs, ptr_dot, recorder, tile_of
 
 
 @triton.jit
@@ -29,39 +29,27 @@ def k_ptr(a, w, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
     pm, pn = tile_of(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GM)
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros([BM, BN], tl.float32)
-    for k in range(0, K, BK):
-        acc = tl.dot(tl.load(a + rm[:, None] * K + (k + rk)[None, :]),
-                     tl.load(w + (k + rk)[:, None] * N + rn[None, :]), acc)
+    acc = ptr_dot(a, w, rm, rn, K, N, BM, BN, BK)
     tl.store(y + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16))
 
 
 @triton.jit
 def k_desc(a, w, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
            GM: tl.constexpr):
-    ad = tl.make_tensor_descriptor(a, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
-    wd = tl.make_tensor_descriptor(w, shape=[K, N], strides=[N, 1], block_shape=[BK, BN])
-    yd = tl.make_tensor_descriptor(y, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    ad, wd, yd = gemm_descs(a, w, y, M, N, K, BM, BN, BK)
     pm, pn = tile_of(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GM)
-    acc = tl.zeros([BM, BN], tl.float32)
-    for k in range(0, K, BK):
-        acc = tl.dot(ad.load([pm * BM, k]), wd.load([k, pn * BN]), acc)
+    acc = desc_dot(ad, wd, pm, pn, K, BM, BN, BK)
     yd.store([pm * BM, pn * BN], acc.to(tl.bfloat16))
 
 
 @triton.jit
 def k_persist(a, w, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
               GM: tl.constexpr, NSM: tl.constexpr, FLAT: tl.constexpr, WS: tl.constexpr):
-    ad = tl.make_tensor_descriptor(a, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
-    wd = tl.make_tensor_descriptor(w, shape=[K, N], strides=[N, 1], block_shape=[BK, BN])
-    yd = tl.make_tensor_descriptor(y, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    ad, wd, yd = gemm_descs(a, w, y, M, N, K, BM, BN, BK)
     npm, npn = tl.cdiv(M, BM), tl.cdiv(N, BN)
     for t in tl.range(tl.program_id(0), npm * npn, NSM, flatten=FLAT, warp_specialize=WS):
         pm, pn = tile_of(t, npm, npn, GM)
-        acc = tl.zeros([BM, BN], tl.float32)
-        for k in range(0, K, BK):
-            acc = tl.dot(ad.load([pm * BM, k]), wd.load([k, pn * BN]), acc)
+        acc = desc_dot(ad, wd, pm, pn, K, BM, BN, BK)
         yd.store([pm * BM, pn * BN], acc.to(tl.bfloat16))
 
 
@@ -89,14 +77,10 @@ def _tile(a, w, b, y, ad, wd, yd, pm, pn, M, N, K, BM: tl.constexpr, BN: tl.cons
     """One output tile: K loop (pointer or descriptor loads), bias + erf GELU, store."""
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros([BM, BN], tl.float32)
-    for k in range(0, K, BK):
-        if DL:
-            acc = tl.dot(ad.load([pm * BM, k]), wd.load([k, pn * BN]), acc)
-        else:
-            acc = tl.dot(tl.load(a + rm[:, None] * K + (k + rk)[None, :]),
-                         tl.load(w + (k + rk)[:, None] * N + rn[None, :]), acc)
+    if DL:
+        acc = desc_dot(ad, wd, pm, pn, K, BM, BN, BK)
+    else:
+        acc = ptr_dot(a, w, rm, rn, K, N, BM, BN, BK)
     v = acc + tl.load(b + rn).to(tl.float32)[None, :]
     out = (0.5 * v * _erfc(-(v * 0.7071067811865476))).to(tl.bfloat16)
     if DS:
@@ -111,9 +95,7 @@ def k_epi(a, w, b, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.conste
           NSM: tl.constexpr, FLAT: tl.constexpr, WS: tl.constexpr):
     """gemm_bias_gelu whole: one tile per program or persistent (NSM programs looping over
     tiles), pointer or descriptor loads (DL) and store (DS)."""
-    ad = tl.make_tensor_descriptor(a, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
-    wd = tl.make_tensor_descriptor(w, shape=[K, N], strides=[N, 1], block_shape=[BK, BN])
-    yd = tl.make_tensor_descriptor(y, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    ad, wd, yd = gemm_descs(a, w, y, M, N, K, BM, BN, BK)
     npm, npn = tl.cdiv(M, BM), tl.cdiv(N, BN)
     if PERSIST:
         for t in tl.range(tl.program_id(0), npm * npn, NSM, flatten=FLAT, warp_specialize=WS):
@@ -133,11 +115,7 @@ def k_persist_ptr(a, w, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.c
         pm, pn = tile_of(t, npm, npn, GM)
         rm = pm * BM + tl.arange(0, BM)
         rn = pn * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
-        acc = tl.zeros([BM, BN], tl.float32)
-        for k in range(0, K, BK):
-            acc = tl.dot(tl.load(a + rm[:, None] * K + (k + rk)[None, :]),
-                         tl.load(w + (k + rk)[:, None] * N + rn[None, :]), acc)
+        acc = ptr_dot(a, w, rm, rn, K, N, BM, BN, BK)
         tl.store(y + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16))
 
 

@@ -56,17 +56,44 @@ def tile_of(t, npm, npn, GM: tl.constexpr):
 
 
 @triton.jit
-def k_ptr(a, w, b, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-          GM: tl.constexpr):
-    pm, pn = tile_of(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GM)
-    rm = pm * BM + tl.arange(0, BM)
-    rn = pn * BN + tl.arange(0, BN)
+def gemm_descs(a, w, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """Tensor descriptors of A [M, K], W [K, N] and y [M, N] (row-major) with the tiles of
+    a BM x BN x BK matmul."""
+    ad = tl.make_tensor_descriptor(a, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    wd = tl.make_tensor_descriptor(w, shape=[K, N], strides=[N, 1], block_shape=[BK, BN])
+    yd = tl.make_tensor_descriptor(y, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    return ad, wd, yd
+
+
+@triton.jit
+def ptr_dot(a, w, rm, rn, K, N, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """A[rm, :] @ W[:, rn] in f32 from pointer tiles, BK columns of A at a time: the K loop
+    of every pointer-load study kernel (inlined by Triton: the same code as written out)."""
     rk = tl.arange(0, BK)
     acc = tl.zeros([BM, BN], tl.float32)
     for k in range(0, K, BK):
         x = tl.load(a + rm[:, None] * K + (k + rk)[None, :])
         z = tl.load(w + (k + rk)[:, None] * N + rn[None, :])
         acc = tl.dot(x, z, acc)
+    return acc
+
+
+@triton.jit
+def desc_dot(ad, wd, pm, pn, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """The same tile through tensor descriptors of A and W (TMA loads)."""
+    acc = tl.zeros([BM, BN], tl.float32)
+    for k in range(0, K, BK):
+        acc = tl.dot(ad.load([pm * BM, k]), wd.load([k, pn * BN]), acc)
+    return acc
+
+
+@triton.jit
+def k_ptr(a, w, b, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+          GM: tl.constexpr):
+    pm, pn = tile_of(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GM)
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    acc = ptr_dot(a, w, rm, rn, K, N, BM, BN, BK)
     acc += tl.load(b + rn).to(tl.float32)[None, :]
     tl.store(y + rm[:, None] * N + rn[None, :], gelu(acc).to(tl.bfloat16))
 
@@ -74,13 +101,9 @@ def k_ptr(a, w, b, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.conste
 @triton.jit
 def k_tma(a, w, b, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
           GM: tl.constexpr):
-    ad = tl.make_tensor_descriptor(a, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
-    wd = tl.make_tensor_descriptor(w, shape=[K, N], strides=[N, 1], block_shape=[BK, BN])
-    yd = tl.make_tensor_descriptor(y, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    ad, wd, yd = gemm_descs(a, w, y, M, N, K, BM, BN, BK)
     pm, pn = tile_of(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GM)
-    acc = tl.zeros([BM, BN], tl.float32)
-    for k in range(0, K, BK):
-        acc = tl.dot(ad.load([pm * BM, k]), wd.load([k, pn * BN]), acc)
+    acc = desc_dot(ad, wd, pm, pn, K, BM, BN, BK)
     rn = pn * BN + tl.arange(0, BN)
     acc += tl.load(b + rn).to(tl.float32)[None, :]
     yd.store([pm * BM, pn * BN], gelu(acc).to(tl.bfloat16))
@@ -89,16 +112,12 @@ def k_tma(a, w, b, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.conste
 @triton.jit
 def k_tma_p(a, w, b, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
             GM: tl.constexpr, NSM: tl.constexpr, FLAT: tl.constexpr, WS: tl.constexpr):
-    ad = tl.make_tensor_descriptor(a, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
-    wd = tl.make_tensor_descriptor(w, shape=[K, N], strides=[N, 1], block_shape=[BK, BN])
-    yd = tl.make_tensor_descriptor(y, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    ad, wd, yd = gemm_descs(a, w, y, M, N, K, BM, BN, BK)
     npm = tl.cdiv(M, BM)
     npn = tl.cdiv(N, BN)
     for t in tl.range(tl.program_id(0), npm * npn, NSM, flatten=FLAT, warp_specialize=WS):
         pm, pn = tile_of(t, npm, npn, GM)
-        acc = tl.zeros([BM, BN], tl.float32)
-        for k in range(0, K, BK):
-            acc = tl.dot(ad.load([pm * BM, k]), wd.load([k, pn * BN]), acc)
+        acc = desc_dot(ad, wd, pm, pn, K, BM, BN, BK)
         rn = pn * BN + tl.arange(0, BN)
         acc += tl.load(b + rn).to(tl.float32)[None, :]
         yd.store([pm * BM, pn * BN], gelu(acc).to(tl.bfloat16))
