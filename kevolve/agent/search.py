@@ -7,6 +7,11 @@ SQLite archive as it happens, so a killed search resumes with nothing lost but w
 in flight. Candidates whose generated code is identical to one already measured on this
 hardware (moves that commute or change nothing) reuse that result instead of running.
 
+Archived times describe the code that ran then: a newer kevolve, backend template or
+toolchain may generate other code for the same trace. A result whose run hash differs from
+the one the trace would get now is stale; the fastest stale results are measured again
+before the search proposes anything, so parents and the archive's best are current.
+
 Too good to be true: a time below the roofline floor (the bytes the op must move at the
 measured copy bandwidth, its FLOPs at the measured matmul rate) is not believed. Such a
 candidate is checked at the full benchmark shape and timed again; it counts only if the
@@ -50,6 +55,7 @@ class SearchConfig:
     mem_limit_mb: float = 8192.0
     backend_options: dict = field(default_factory=dict)
     top_k: int = 4  # a candidate faster than the k-th best is verified at the bench shape
+    refresh: int = 4  # of the k fastest archived results, the stale ones are measured again
     repeat: int = 15
     # A time below roofline_slack x the roofline floor is suspicious (0 turns the check
     # off). It applies when the op moves at least roofline_min_bytes (None: any amount on
@@ -68,6 +74,8 @@ class Summary:
     failed: int = 0
     failures: Counter = field(default_factory=Counter)
     reused: int = 0  # identical generated code: result reused, not re-run
+    remeasured: int = 0  # stale results measured again (not counted in evaluated)
+    remeasure_failed: int = 0  # of those, the ones that no longer pass
     best: Scored | None = None
     baseline_ms: float | None = None
     default_ms: float | None = None
@@ -85,6 +93,7 @@ class Summary:
         return {"op": self.op, "backend": self.backend, "hardware": self.hardware,
                 "evaluated": self.evaluated, "failed": self.failed,
                 "failures": dict(self.failures), "reused": self.reused,
+                "remeasured": self.remeasured, "remeasure_failed": self.remeasure_failed,
                 "best_time_ms": b.result.time_ms if b else None,
                 "baseline_ms": self.baseline_ms, "default_ms": self.default_ms,
                 "speedup": self.speedup,
@@ -114,6 +123,21 @@ class Population:
     @property
     def best(self) -> Scored | None:
         return min(self.elites.values(), key=lambda s: s.result.time_ms, default=None)
+
+    def drop(self, cand: int) -> None:
+        """Forget a candidate's result (it is being measured again): its niche falls back
+        to the next fastest trace there."""
+        from .proposers.mutations import features
+        gone = [s for s in self.all_ok if s.candidate_id == cand]
+        if not gone:
+            return
+        self.all_ok = [s for s in self.all_ok if s.candidate_id != cand]
+        key = features(Trace.from_json(gone[0].trace_json))
+        rest = [s for s in self.all_ok if features(Trace.from_json(s.trace_json)) == key]
+        if rest:
+            self.elites[key] = min(rest, key=lambda s: s.result.time_ms)
+        else:
+            self.elites.pop(key, None)
 
     def kth_time(self, k: int) -> float:
         ts = sorted(s.result.time_ms for s in self.all_ok)
@@ -363,8 +387,14 @@ class Search:
                     if b is not None:
                         seeds.append((b.trace_json, f"seed:{hw}", None))
             pool = self.executor()
+            stale = self.stale(pop, cfg.refresh)
             self.on_event("start", {"target": target, "prior": prior,
-                                    "hardware": self.hardware})
+                                    "hardware": self.hardware, "stale": len(stale)})
+            step = max(1, cfg.workers)
+            for i in range(0, len(stale), step):
+                if cfg.minutes is not None and time.time() - t0 > cfg.minutes * 60:
+                    break
+                self._remeasure(pool, arch, op_id, stale[i:i + step], done, summ, pop)
             generation = 0
             stall = 0
             while len(done) < target:
@@ -420,6 +450,44 @@ class Search:
             summ.seconds = time.time() - t0
             arch.close()
         return summ
+
+    def stale(self, pop: Population, k: int) -> list[Scored]:
+        """Of the k fastest results in the population, those measured on other generated
+        code than the trace renders to now (or that no longer render), fastest first."""
+        out = []
+        for s in sorted(pop.all_ok, key=lambda s: s.result.time_ms)[:max(0, k)]:
+            rh, _ = self.render_hash(Trace.from_json(s.trace_json))
+            if rh is None or rh != s.result.source_hash:
+                out.append(s)
+        return out
+
+    def _remeasure(self, pool, arch, op_id, stale: list[Scored], done, summ, pop) -> None:
+        """Measure stale results again, as new results of the same candidates. Until then
+        they leave the population: a time from other code must not pick parents or the
+        top-k. Code another candidate already ran here reuses that result."""
+        jobs, was = [], {}
+        for old in stale:
+            cand = old.candidate_id
+            was[cand] = old
+            pop.drop(cand)
+            rh, fail = self.render_hash(Trace.from_json(old.trace_json))
+            if fail is not None:
+                self._record(arch, op_id, cand, old.trace_json, fail, None, done, summ, pop,
+                             was=old)
+                continue
+            prev = arch.find_run(op_id, self.cfg.backend, self.hardware, rh)
+            if prev is not None:
+                self._record(arch, op_id, cand, old.trace_json,
+                             replace(prev, message=(prev.message + " [reused: identical "
+                                                    "generated code]").strip()),
+                             rh, done, summ, pop, was=old, add=False)
+                continue
+            jobs.append((self.job(old.trace_json, cand, baseline=False, verify=False), rh))
+        hashes = {j.candidate_id: h for j, h in jobs}
+        for job, res in list(pool.map([j for j, _ in jobs])):
+            res = self._verify(pool, job, res, pop)
+            self._record(arch, op_id, job.candidate_id, job.trace_json, res,
+                         hashes[job.candidate_id], done, summ, pop, was=was[job.candidate_id])
 
     def _admit(self, arch, op_id, trace_json, note, parent, proposer, generation, done,
                summ, pop, want_baseline):
@@ -491,21 +559,38 @@ class Search:
         return replace(res, time_ms=vres.time_ms, times_ms=vres.times_ms, diagnostics=d,
                        seconds=seconds)
 
-    def _record(self, arch, op_id, cand, trace_json, res: Result, rh, done, summ, pop):
+    def _record(self, arch, op_id, cand, trace_json, res: Result, rh, done, summ, pop,
+                was: Scored | None = None, add: bool = True):
+        """Archive a result and count it. `was`: the stale result this one measures again
+        (counted as re-measured, not evaluated). `add` False: kept out of the population
+        (another candidate's result for identical code, which is there already)."""
+        if was is not None:
+            res = replace(res, diagnostics={**res.diagnostics, "remeasured_from": {
+                "time_ms": was.result.time_ms, "run_hash": was.result.source_hash}})
         arch.add_result(cand, self.hardware, self.cfg.backend, self.toolchain, res, rh,
                         self.bench_shape, [0, 1, 2])
         done.add(cand)
-        summ.evaluated += 1
-        if not res.ok:
-            summ.failed += 1
-            summ.failures[res.verdict] += 1
+        if was is None:
+            summ.evaluated += 1
+            if not res.ok:
+                summ.failed += 1
+                summ.failures[res.verdict] += 1
+        else:
+            summ.remeasured += 1
+            summ.remeasure_failed += 0 if res.ok else 1
         if res.baseline_ms:
             summ.baseline_ms = res.baseline_ms
         s = Scored(trace_json, res, cand)
-        if summ.default_ms is None and res.ok and trace_json == self.default_json:
+        if res.ok and trace_json == self.default_json and (summ.default_ms is None or was):
             summ.default_ms = res.time_ms
-        pop.add(s)
+        if add:
+            pop.add(s)
         b = pop.best
+        if was is not None:
+            self.on_event("remeasured", {"candidate": cand, "result": res, "best": b,
+                                         "was_ms": was.result.time_ms,
+                                         "remeasured": summ.remeasured})
+            return
         summ.best_so_far.append((summ.evaluated, b.result.time_ms if b else None))
         self.on_event("result", {"candidate": cand, "result": res, "best": b,
                                  "evaluated": summ.evaluated, "failed": summ.failed,

@@ -188,6 +188,29 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
     return row
 
 
+def opts_for(backend: str, threads: int | None) -> dict:
+    return {"threads": threads} if backend == "cpu" and threads else {}
+
+
+def _archived(row: dict, tops: list, cfg) -> None:
+    """Beside each archive contender's time here, its archived time and whether that was
+    measured on the code its trace renders to here (`same_code`: not when the archive's
+    search ran at another shape, or with another kevolve, template or toolchain)."""
+    from ..agent.search import Search
+    from ..schedule import Trace
+
+    if not tops:
+        return
+    probe = Search(cfg)
+    known = {s.candidate_id: {"archived_ms": s.result.time_ms, "same_code":
+                              probe.render_hash(Trace.from_json(s.trace_json))[0]
+                              == s.result.source_hash} for s in tops}
+    for c in row.get("contenders", ()):
+        c.update(known.get(c["candidate"], {}))
+    if row.get("candidate") in known:
+        row.update({f"kevolve_{k}": v for k, v in known[row["candidate"]].items()})
+
+
 def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_archive: bool,
               workers: int, threads: int | None, compile_: bool = True,
               also: tuple[str, ...] = (), ops: tuple[str, ...] = (), repeat: int = 20,
@@ -212,9 +235,9 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     for name in names:
         if not from_archive and budget > 0:
-            opts = {"threads": threads} if backend == "cpu" and threads else {}
             evolve(SearchConfig(name, backend, budget=budget, workers=workers, db=db,
-                                shape=PRESET[suite], threads=threads, backend_options=opts))
+                                shape=PRESET[suite], threads=threads,
+                                backend_options=opts_for(backend, threads)))
         arch = Archive(db) if os.path.exists(db) else None
         try:
             tops = arch.fastest(name, backend, hw, max(1, top)) if arch is not None else []
@@ -226,6 +249,8 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
         row = bench_op(name, suite, backend, gpu, ceilings, compile_, also, repeat,
                        contenders=tuple((s.candidate_id, s.trace_json) for s in tops),
                        rounds=rounds)
+        _archived(row, tops, SearchConfig(name, backend, shape=PRESET[suite], threads=threads,
+                                          backend_options=opts_for(backend, threads)))
         row["searched"] = len(hist)
         row["within_5pct_at"] = within(out["history"][name])
         if row.get("bare_matmul_ms") and row.get("kevolve_ms"):

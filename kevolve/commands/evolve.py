@@ -40,12 +40,16 @@ from ._shapes import backend_option, parse
 @click.option("--roofline-slack", type=float, default=0.9, show_default=True,
               help="A time below this fraction of the roofline floor is too good to be "
               "true: timed again, and kept only if it no longer is (0 turns it off).")
+@click.option("--refresh", type=int, default=4, show_default=True,
+              help="Of the N fastest archived results, measure again those whose generated "
+              "code has changed since (another kevolve, template or toolchain) before "
+              "searching; not counted in --budget (0 turns it off).")
 @click.option("--interpret", is_flag=True, help="Triton: use Triton's interpreter.")
 @click.option("--json", "as_json", is_flag=True,
               help="Progress to stderr, one JSON object to stdout.")
 def command(op_ref, backend_name, budget, minutes, proposer, traces, model, workers,
             executor, address, db, resume, seed, shape_args, threads, timeout, mem_limit,
-            roofline_slack, interpret, as_json) -> None:
+            roofline_slack, refresh, interpret, as_json) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -64,7 +68,7 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
                        executor=executor, address=address, db=db or DEFAULT_DB,
                        resume=resume, seed=seed, shape=preset, shape_overrides=over,
                        threads=threads, timeout_s=timeout, mem_limit_mb=mem_limit,
-                       roofline_slack=roofline_slack,
+                       roofline_slack=roofline_slack, refresh=refresh,
                        backend_options={"interpret": True} if interpret else {})
     con = Console(stderr=True) if as_json else console()
     prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
@@ -78,6 +82,11 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
             task = prog.add_task(f"evolve {op_ref} on {backend_name}", total=budget,
                                  completed=min(data["prior"], budget) if resume else 0,
                                  status=data["hardware"])
+        elif kind == "remeasured" and task is not None:
+            r = data["result"]
+            now = f"{r.time_ms:.4g} ms" if r.ok and r.time_ms else r.verdict
+            prog.update(task, status=f"re-measured {data['remeasured']} (code changed): "
+                        f"candidate {data['candidate']} {data['was_ms']:.4g} ms -> {now}")
         elif kind in ("result", "reused") and task is not None:
             prog.advance(task)  # a reused result (identical code) uses up budget too
             if kind == "result":
@@ -99,13 +108,15 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
     from rich.table import Table
 
     t = Table(title=f"kevolve evolve {summ.op} --backend {summ.backend}")
-    for col in ("hardware", "evaluated", "failed", "reused", "torch eager ms",
-                "default ms", "best ms", "speedup vs eager"):
+    for col in ("hardware", "evaluated", "failed", "reused", "re-measured",
+                "torch eager ms", "default ms", "best ms", "speedup vs eager"):
         t.add_column(col)
 
     def f(x):
         return "-" if x is None else f"{x:.4g}"
-    t.add_row(summ.hardware, str(summ.evaluated), str(summ.failed), str(summ.reused),
+    again = str(summ.remeasured) + (f" ({summ.remeasure_failed} failed)"
+                                    if summ.remeasure_failed else "")
+    t.add_row(summ.hardware, str(summ.evaluated), str(summ.failed), str(summ.reused), again,
               f(summ.baseline_ms), f(summ.default_ms), f(res["best_time_ms"]),
               f(summ.speedup))
     console().print(t)

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from kevolve.agent.archive import Archive
-from kevolve.agent.search import SearchConfig, evolve
+from kevolve.agent.search import Search, SearchConfig, evolve
 from kevolve.schedule import Trace
 
 
@@ -86,3 +86,116 @@ def test_replay_proposer_and_failures_are_recorded(tmp_path):
 def test_unknown_op_is_a_user_error(tmp_path):
     with pytest.raises(KeyError):
         evolve(cfg(tmp_path, op="no_such_op"))
+
+
+def _results(db: str, cand: int) -> list[sqlite3.Row]:
+    with sqlite3.connect(db) as c:
+        c.row_factory = sqlite3.Row
+        return c.execute("select * from results where candidate_id = ? order by id",
+                         (cand,)).fetchall()
+
+
+def _age(db: str, cand: int, factor: float) -> float:
+    """Make a candidate's result look measured on other generated code: another run hash
+    and a time `factor` x its own. Returns that time."""
+    (row,) = _results(db, cand)
+    t = row["time_ms"] * factor
+    with sqlite3.connect(db) as c:
+        c.execute("update results set run_hash = ?, time_ms = ?, times_ms = ? where id = ?",
+                  (f"older-code-{cand}", t, json.dumps([t]), row["id"]))
+    return t
+
+
+def _fastest_ok(db: str) -> list[int]:
+    with sqlite3.connect(db) as c:
+        return [r[0] for r in c.execute("select candidate_id from results where verdict = 'ok' "
+                                        "and time_ms is not null order by time_ms")]
+
+
+def test_stale_fastest_results_are_measured_again_first(tmp_path):
+    """Archived times from other generated code (here: faked 1000x too fast) are measured
+    again before the search goes on; only the `refresh` fastest, and only stale ones."""
+    db = str(tmp_path / "a.db")
+    evolve(cfg(tmp_path, budget=5))
+    order = _fastest_ok(db)
+    assert len(order) >= 4
+    fake = {c: _age(db, c, 1e-3) for c in order[:2]}  # the two fastest, aged
+    slow_stale = order[-1]
+    _age(db, slow_stale, 1.0)  # stale too, but not among the fastest after aging
+    events = []
+    s = evolve(cfg(tmp_path, budget=0, refresh=3), lambda k, d: events.append((k, d)))
+    assert (s.evaluated, s.remeasured, s.remeasure_failed) == (0, 2, 0)
+    assert [d["candidate"] for k, d in events if k == "remeasured"] == order[:2]
+    probe = Search(cfg(tmp_path))
+    for cand, t in fake.items():
+        old, new = _results(db, cand)
+        assert new["run_hash"] == probe.render_hash(_trace(db, cand))[0]
+        assert new["verdict"] == "ok" and new["time_ms"] > 100 * t
+        assert json.loads(new["diagnostics"])["remeasured_from"] == {
+            "time_ms": t, "run_hash": f"older-code-{cand}"}
+    assert len(_results(db, slow_stale)) == 1 and len(_results(db, order[2])) == 1
+    assert s.best.result.time_ms not in fake.values()
+    with Archive(db, create=False) as a:
+        best = a.best("softmax", "cpu")
+    assert best.result.time_ms not in fake.values()
+    assert not best.result.source_hash.startswith("older-code")
+
+
+def _trace(db: str, cand: int) -> Trace:
+    with sqlite3.connect(db) as c:
+        (tj,) = c.execute("select trace_json from candidates where id = ?", (cand,)).fetchone()
+    return Trace.from_json(tj)
+
+
+def test_a_stale_result_whose_trace_no_longer_lowers_leaves_the_population(tmp_path):
+    db = str(tmp_path / "a.db")
+    evolve(cfg(tmp_path, budget=4))
+    best = _fastest_ok(db)[0]
+    _age(db, best, 1e-3)
+    broken = {"op": "softmax", "moves": [{"m": "bind", "stage": "y", "axis": "nope",
+                                          "to": "grid"}]}
+    with sqlite3.connect(db) as c:  # as if a newer kevolve no longer allowed its moves
+        c.execute("update candidates set trace_json = ? where id = ?",
+                  (json.dumps(broken), best))
+    s = evolve(cfg(tmp_path, budget=0, refresh=1))
+    assert (s.remeasured, s.remeasure_failed) == (1, 1)
+    old, new = _results(db, best)
+    assert new["verdict"] == "legality" and "nope" in new["message"]
+    assert s.best is not None and s.best.candidate_id != best
+
+
+def test_population_drop_falls_back_to_the_next_in_the_niche():
+    import random
+
+    from kevolve.agent.search import Population
+    from kevolve.agent.types import Result, Scored
+
+    tj = json.dumps({"op": "softmax", "moves": []})
+    pop = Population(random.Random(0))
+    pop.add(Scored(tj, Result("ok", time_ms=1.0), 1))
+    pop.add(Scored(tj, Result("ok", time_ms=2.0), 2))
+    assert pop.best.candidate_id == 1 and pop.kth_time(2) == 2.0
+    pop.drop(1)
+    assert pop.best.candidate_id == 2 and pop.kth_time(2) == float("inf")
+    pop.drop(2)
+    assert pop.best is None and pop.elites == {}
+
+
+def test_evolve_refresh_on_the_command_line(tmp_path):
+    from click.testing import CliRunner
+
+    from kevolve.cli import main
+
+    db = str(tmp_path / "a.db")
+    args = ["evolve", "softmax", "--backend", "cpu", "--shape", "small", "--threads", "1",
+            "--db", db, "--json"]
+    r = CliRunner().invoke(main, args + ["--budget", "3"])
+    assert r.exit_code == 0, r.output
+    _age(db, _fastest_ok(db)[0], 1e-3)
+    r = CliRunner().invoke(main, args + ["--budget", "0", "--refresh", "0"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout.splitlines()[-1])["remeasured"] == 0  # off: left stale
+    r = CliRunner().invoke(main, args + ["--budget", "0"])  # the default refreshes
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert (out["remeasured"], out["remeasure_failed"], out["evaluated"]) == (1, 0, 0)

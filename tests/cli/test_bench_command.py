@@ -1,7 +1,7 @@
 """`kevolve bench` on the CPU suite from an archive: the table, results.json with eager and
 kevolve timed in interleaved rounds, the HTML report, and --top re-timing the archive's
 fastest distinct kernels in the same run (the reported kernel is the fastest correct
-contender)."""
+contender), each beside its archived time."""
 
 from __future__ import annotations
 
@@ -35,6 +35,10 @@ def test_bench_from_archive_retimes_the_top_contenders(tmp_path):
     assert [c["candidate"] for c in cont] == [t.candidate_id for t in tops]
     assert all(c["verdict"] == "ok" and c["ms"] > 0 for c in cont), cont
     assert row["candidate"] == min(cont, key=lambda c: c["ms"])["candidate"]
+    # beside each, its archived time, which the search measured at M=256: other code
+    assert [c["archived_ms"] for c in cont] == [t.result.time_ms for t in tops]
+    assert [c["same_code"] for c in cont] == [False] * len(tops)
+    assert row["kevolve_archived_ms"] in [t.result.time_ms for t in tops]
     assert row["kevolve_verdict"] == "ok" and row["kevolve_ms"] > 0
     assert row["eager_ms"] > 0 and row["speedup_eager"] == row["eager_ms"] / row["kevolve_ms"]
     assert res["rounds"] == 2  # eager and kevolve timed in turn, twice
