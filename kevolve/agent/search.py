@@ -577,7 +577,8 @@ class Search:
                 summ.failures[res.verdict] += 1
         else:
             summ.remeasured += 1
-            summ.remeasure_failed += 0 if res.ok else 1
+            if not res.ok:
+                summ.remeasure_failed += 1
         if res.baseline_ms:
             summ.baseline_ms = res.baseline_ms
         s = Scored(trace_json, res, cand)

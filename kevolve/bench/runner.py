@@ -188,7 +188,8 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
     return row
 
 
-def opts_for(backend: str, threads: int | None) -> dict:
+def _options(backend: str, threads: int | None) -> dict:
+    """Backend options of the suite's searches: the CPU backend's thread count."""
     return {"threads": threads} if backend == "cpu" and threads else {}
 
 
@@ -237,7 +238,7 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
         if not from_archive and budget > 0:
             evolve(SearchConfig(name, backend, budget=budget, workers=workers, db=db,
                                 shape=PRESET[suite], threads=threads,
-                                backend_options=opts_for(backend, threads)))
+                                backend_options=_options(backend, threads)))
         arch = Archive(db) if os.path.exists(db) else None
         try:
             tops = arch.fastest(name, backend, hw, max(1, top)) if arch is not None else []
@@ -250,7 +251,7 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
                        contenders=tuple((s.candidate_id, s.trace_json) for s in tops),
                        rounds=rounds)
         _archived(row, tops, SearchConfig(name, backend, shape=PRESET[suite], threads=threads,
-                                          backend_options=opts_for(backend, threads)))
+                                          backend_options=_options(backend, threads)))
         row["searched"] = len(hist)
         row["within_5pct_at"] = within(out["history"][name])
         if row.get("bare_matmul_ms") and row.get("kevolve_ms"):
