@@ -82,5 +82,13 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
                   f(r.get("speedup_compile")), f(r.get("pct_floor")),
                   r.get("kevolve_verdict", "-"))
     console().print(t)
+    for r in res["rows"]:
+        other = [c for c in r.get("contenders") or [r] if c.get("same_code", c.get(
+            "kevolve_same_code")) is False]
+        if other:
+            echo(f"{r['op']}: {len(other)} of the archive's times were measured on other "
+                 "generated code (another shape, kevolve, template or toolchain); `kevolve "
+                 f"evolve {r['op']} --backend {backend_name} --budget 0 --refresh N` measures "
+                 "the N fastest again")
     echo(f"geomean x compile {f(res.get('geomean_speedup_compile'))}, x eager "
          f"{f(res.get('geomean_speedup_eager'))}; wrote {rj} and {rh}")
