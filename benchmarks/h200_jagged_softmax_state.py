@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import subprocess
 import time
 
@@ -38,8 +39,6 @@ def smi() -> str:
 
 
 def main() -> None:
-    import sqlite3
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     args = ap.parse_args()

@@ -451,26 +451,27 @@ class Search:
             arch.close()
         return summ
 
-    def stale(self, pop: Population, k: int) -> list[Scored]:
+    def stale(self, pop: Population, k: int) -> list[tuple[Scored, str | None, Result | None]]:
         """Of the k fastest results in the population, those measured on other generated
-        code than the trace renders to now (or that no longer render), fastest first."""
+        code than the trace renders to now (or that no longer render), fastest first, each
+        with render_hash's (run hash now, failure)."""
         out = []
         for s in sorted(pop.all_ok, key=lambda s: s.result.time_ms)[:max(0, k)]:
-            rh, _ = self.render_hash(Trace.from_json(s.trace_json))
+            rh, fail = self.render_hash(Trace.from_json(s.trace_json))
             if rh is None or rh != s.result.source_hash:
-                out.append(s)
+                out.append((s, rh, fail))
         return out
 
-    def _remeasure(self, pool, arch, op_id, stale: list[Scored], done, summ, pop) -> None:
-        """Measure stale results again, as new results of the same candidates. Until then
-        they leave the population: a time from other code must not pick parents or the
-        top-k. Code another candidate already ran here reuses that result."""
+    def _remeasure(self, pool, arch, op_id, stale: list, done, summ, pop) -> None:
+        """Measure stale results (from `stale`) again, as new results of the same
+        candidates. Until then they leave the population: a time from other code must not
+        pick parents or the top-k. Code another candidate already ran here reuses that
+        result."""
         jobs, was = [], {}
-        for old in stale:
+        for old, rh, fail in stale:
             cand = old.candidate_id
             was[cand] = old
             pop.drop(cand)
-            rh, fail = self.render_hash(Trace.from_json(old.trace_json))
             if fail is not None:
                 self._record(arch, op_id, cand, old.trace_json, fail, None, done, summ, pop,
                              was=old)

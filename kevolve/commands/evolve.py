@@ -108,17 +108,18 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
     from rich.table import Table
 
     t = Table(title=f"kevolve evolve {summ.op} --backend {summ.backend}")
-    again = ["re-measured"] if summ.remeasured else []  # only when there were stale results
+    # a re-measured column only when there were stale results
+    again = {"re-measured": f"{summ.remeasured}" + (f" ({summ.remeasure_failed} failed)"
+                                                    if summ.remeasure_failed else "")
+             } if summ.remeasured else {}
     for col in ("hardware", "evaluated", "failed", "reused", *again, "torch eager ms",
                 "default ms", "best ms", "speedup vs eager"):
         t.add_column(col)
 
     def f(x):
         return "-" if x is None else f"{x:.4g}"
-    if again:
-        again = [str(summ.remeasured) + (f" ({summ.remeasure_failed} failed)"
-                                         if summ.remeasure_failed else "")]
-    t.add_row(summ.hardware, str(summ.evaluated), str(summ.failed), str(summ.reused), *again,
+    t.add_row(summ.hardware, str(summ.evaluated), str(summ.failed), str(summ.reused),
+              *again.values(),
               f(summ.baseline_ms), f(summ.default_ms), f(res["best_time_ms"]),
               f(summ.speedup))
     console().print(t)
