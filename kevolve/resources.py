@@ -33,11 +33,24 @@ def templates_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def version() -> str:
-    """The installed distribution's version; `0+checkout` when run from a bare checkout."""
+    """The installed distribution's version, or a checkout's from its pyproject.toml. The
+    version is in every generated file's banner, so a checkout run with PYTHONPATH=. must
+    report what an install of the same tree would: otherwise the same kernel gets two run
+    hashes and the archive's results look stale to one of them."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as dist_version
 
     try:
         return dist_version("kevolve")
     except PackageNotFoundError:
+        return checkout_version(_CHECKOUT_TEMPLATES.parent / "pyproject.toml")
+
+
+def checkout_version(pyproject: Path) -> str:
+    """`[project] version` of a checkout's pyproject.toml; `0+checkout` without one."""
+    import tomllib
+
+    try:
+        return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
         return "0+checkout"

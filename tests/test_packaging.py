@@ -91,3 +91,30 @@ def test_header_template_renders_strictly():
                     "Do not edit.")
     with pytest.raises(jinja2.UndefinedError):
         env.get_template("common/header.j2").render(comment="#")
+
+
+def test_checkout_and_install_report_one_version(wheel, tmp_path):
+    """The version is in every generated banner, hence in every run hash: a checkout run
+    with PYTHONPATH=. must not see an installed tree's results as stale."""
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    bare = tmp_path / "checkout"  # as the GPU machine gets it: no egg-info, no install
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    bare.mkdir()
+    shutil.copy2(REPO / "pyproject.toml", bare)
+    for name in ("kevolve", "templates"):
+        shutil.copytree(REPO / name, bare / name, ignore=ignore)
+    code = "import kevolve.resources as r; print(r.version())"
+    installed, checkout = _python(code, site), _python(code, bare)
+    assert installed == checkout
+    assert installed != "0+checkout"
+
+
+def test_checkout_version_without_a_readable_pyproject(tmp_path):
+    from kevolve.resources import checkout_version
+
+    assert checkout_version(tmp_path / "missing.toml") == "0+checkout"
+    (tmp_path / "broken.toml").write_text("[project\nversion = ")
+    assert checkout_version(tmp_path / "broken.toml") == "0+checkout"
+    (tmp_path / "ok.toml").write_text('[project]\nname = "x"\nversion = "2.3.4"\n')
+    assert checkout_version(tmp_path / "ok.toml") == "2.3.4"
