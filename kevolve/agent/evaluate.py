@@ -3,9 +3,12 @@
 Correctness is judged against the float64 reference interpreter with a tolerance by
 output dtype; outputs are poisoned with NaN first (NaN never passes) and inputs must come
 back unchanged, after the checks and after timing (a kernel that writes its inputs while
-being timed would corrupt the inputs later candidates are checked on). Timing is a median
-after warm-up (device events through `triton.testing.do_bench` on GPUs; `perf_counter` on
-CPUs). An unexpected exception anywhere is a `crash` result, never the end of a worker."""
+being timed would corrupt the inputs later candidates are checked on). Where the benchmark
+shape was checked, the outputs the kernel leaves when called again on the same buffers (by
+timing, or once more) are checked too: one right once but not when called repeatedly (it
+accumulates into outputs it expects zeroed) fails. Timing is a median after warm-up
+(device events through `triton.testing.do_bench` on GPUs; `perf_counter` on CPUs). An
+unexpected exception anywhere is a `crash` result, never the end of a worker."""
 
 from __future__ import annotations
 
@@ -152,6 +155,16 @@ def _compiler_diag(k, diag: dict) -> None:
     diag.update({f"compiler.{key}": v for key, v in totals(k.diagnostics).items()})
 
 
+def _repeated(op, outs, ref, shape, when: str) -> None:
+    """The outputs a kernel left after being called again on the same buffers must still be
+    right: one that accumulates into outputs it expects zeroed, or races, is right once."""
+    chk = compare(op, {n: to_host(v) for n, v in outs.items()}, ref)
+    if not chk.ok:
+        raise _Fail("correctness", f"shape {shape}: right on its first call but not {when} "
+                    f"on the same buffers ({chk.message}); does the kernel rely on outputs "
+                    "that start zeroed, or race?", {"max_error": chk.max_error})
+
+
 class _Fail(Exception):
     def __init__(self, stage: str, message: str, diagnostics: dict | None = None):
         super().__init__(message)
@@ -289,7 +302,7 @@ class Evaluator:
             raise _Fail("correctness", f"shape {shape}, seed {seed}: the kernel modified "
                         f"input {changed!r}")
         diag["max_error"] = max(diag.get("max_error", 0.0), chk.max_error)
-        return (src, k, case, ins, outs, dims) if keep else None
+        return (src, k, case, ins, outs, dims, ref) if keep else None
 
     def _run(self, job: EvalJob, diag: dict) -> Result:
         from ..backends.registry import get as get_backend
@@ -324,11 +337,14 @@ class Evaluator:
             for seed in job.seeds:
                 self._check(opdef, op, trace, be, shape, seed, diag, lib, device, gpu, sync)
         bench_seed = job.seeds[0] if job.seeds else 0
-        src, k, case, ins, outs, dims = self._check(
+        src, k, case, ins, outs, dims, ref = self._check(
             opdef, op, trace, be, job.bench_shape, bench_seed, diag, lib, device, gpu, sync,
             keep=True) if job.check_bench_shape else self._bench_setup(
             opdef, op, trace, be, job.bench_shape, bench_seed, diag, lib, device)
         if not job.time:
+            if ref is not None:  # timing would call it again on these buffers: so do we
+                self._call(k, ins, outs, case.params, sync)
+                _repeated(op, outs, ref, job.bench_shape, "when called again")
             return Result("ok", max_error=diag.get("max_error"), diagnostics=diag,
                           source_hash=src.hash)
         from ..ir.roofline import floor
@@ -359,6 +375,8 @@ class Evaluator:
             self._drop_cases(ins)
             raise _Fail("correctness", f"shape {job.bench_shape}: the kernel modified input "
                         f"{changed!r} while it was being timed (its checks left it intact)")
+        if ref is not None:  # checked at this shape: are the timed calls' outputs right too?
+            _repeated(op, outs, ref, job.bench_shape, "after timing")
         t = median(times)
         _compiler_diag(k, diag)  # the bench shape's launch, when it was not checked first
         diag["achieved_bytes_per_s"] = fl.bytes / (t * 1e-3) if t > 0 else None
@@ -374,7 +392,7 @@ class Evaluator:
         _, (case, ins) = self._case(opdef, op, shape, seed, lib, device)
         dims = bind_dims(op, case.inputs, case.params)
         src, k = self._kernel(op, trace, be, dims, diag)
-        return src, k, case, ins, alloc_outputs(op, dims, lib, device), dims
+        return src, k, case, ins, alloc_outputs(op, dims, lib, device), dims, None
 
     def _baseline(self, opdef, op, ins, case, gpu, repeat):
         import torch

@@ -1,6 +1,7 @@
 """Side by side in one process: torch eager, torch.compile and kevolve's best schedule (and
 optionally other backends' defaults), each checked first, then timed in interleaved rounds
-(each a median after warm-up; the report shows the median over rounds and their spread),
+(each a median after warm-up; the report shows the median over rounds and their spread)
+and checked again on the outputs their timed calls left,
 against the roofline floor from measured ceilings."""
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
 
     def prepare(be_name: str, trace: str) -> tuple:
         """Build and check against the reference: (the kernel's call if it is correct,
-        verdict / max_error / message)."""
+        verdict / max_error / message, a check of the outputs its latest call left)."""
         try:
             be = kevolve.backend(be_name)
             k = kevolve.build(kevolve.lower(op, trace, be, dims), be)
@@ -127,14 +128,28 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
             outs = ev.alloc_outputs(op, dims, lib, device)
             k(ins, outs, case.params)
             sync()
-            chk = ev.compare(op, {n: ev.to_host(v) for n, v in outs.items()}, ref)
+
+            def check(outs=outs):
+                sync()
+                return ev.compare(op, {n: ev.to_host(v) for n, v in outs.items()}, ref)
+            chk = check()
             info = {"verdict": "ok" if chk.ok else "wrong", "max_error": chk.max_error}
             if not chk.ok:
-                return None, {**info, "message": chk.message}
-            return (lambda k=k, ins=ins, outs=outs: k(ins, outs, case.params)), info
+                return None, {**info, "message": chk.message}, None
+            return (lambda k=k, ins=ins, outs=outs: k(ins, outs, case.params)), info, check
         except Exception as e:
             traceback.print_exc()
-            return None, {"verdict": "error", "message": f"{type(e).__name__}: {e}"[:800]}
+            return None, {"verdict": "error", "message": f"{type(e).__name__}: {e}"[:800]}, None
+
+    def after_timing(check, info: dict) -> bool:
+        """Are the outputs the timed calls left still right? A kernel that is right once
+        but not when called again (outputs it accumulates into, a race) gets no time."""
+        chk = check()
+        if chk.ok:
+            return True
+        info.update(verdict="wrong", max_error=chk.max_error,
+                    message=f"after timing: {chk.message}"[:800])
+        return False
 
     pick = contenders[0] if contenders else None
     if len(contenders) > 1:
@@ -142,9 +157,11 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
         # once here, then measure the fastest correct one like every other kernel.
         row["contenders"] = []
         for cand, tj in contenders:
-            call, info = prepare(backend, tj)
+            call, info, check = prepare(backend, tj)
             with torch.no_grad():
                 ms = timer(call) if call is not None else None
+            if call is not None and not after_timing(check, info):
+                ms = None
             row["contenders"].append({"candidate": cand, "verdict": info["verdict"],
                                       "max_error": info.get("max_error"),
                                       "message": info.get("message"), "ms": ms})
@@ -155,9 +172,10 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
     row.update(candidate=pick[0] if pick else None,
                trace=json.loads(pick[1]) if pick else None,
                trace_source="archive" if pick else "default")
+    checks = {}
     for be_name, tj in [(backend, pick and pick[1])] + [(b, None) for b in also]:
         key = "kevolve" if be_name == backend else be_name
-        call, info = prepare(be_name, tj or default_trace(op, dims).to_json())
+        call, info, checks[key] = prepare(be_name, tj or default_trace(op, dims).to_json())
         row.update({f"{key}_{f}": v for f, v in info.items()})
         if call is not None:
             calls[key] = call
@@ -172,6 +190,12 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
                 except Exception as e:
                     row[f"{key}_verdict"] = "error"
                     row[f"{key}_message"] = f"timing: {type(e).__name__}: {e}"[:800]
+    for key, check in checks.items():
+        if key in calls and row.get(f"{key}_verdict") == "ok":
+            info = {}
+            if not after_timing(check, info):
+                row.update({f"{key}_{f}": v for f, v in info.items()})
+                times.pop(key)
     for key, ts in times.items():
         if len(ts) == rounds:
             row[f"{key}_ms"], row[f"{key}_spread"] = _summary(ts)

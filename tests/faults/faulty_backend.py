@@ -19,7 +19,9 @@ the kernel; its pid goes to pid_dir when it starts), oom (allocates
 Kernels that only look right or fast: partial (writes the first half of the output),
 cached (returns the output of its first call for every later call of that shape), modify_inputs
 (writes its input after computing), modify_inputs_when_timed (the same, from its second call
-on the same buffers: only timing calls a kernel twice on them), bench_only (right only when
+on the same buffers: only timing calls a kernel twice on them), accumulate_repeat (adds its
+result to the output from its second call on the same buffers on: a kernel that expects
+zeroed outputs, right once), bench_only (right only when
 the output has good_numel elements, else zeros), zeros (computes from all-zero inputs: right
 on zeros, wrong on random data), nan (one NaN in the output), one_off (one element off by
 `delta`), skip_repeat (does nothing when called again on the same buffers: a timing cheat).
@@ -41,7 +43,7 @@ from kevolve.backends.cpu import CpuBackend
 
 PROCESS_FAULTS = ("segfault", "hang", "oom", "compile_hang", "sticky_cuda")
 OUTPUT_FAULTS = ("partial", "cached", "modify_inputs", "modify_inputs_when_timed",
-                 "bench_only", "zeros", "nan", "one_off", "skip_repeat")
+                 "accumulate_repeat", "bench_only", "zeros", "nan", "one_off", "skip_repeat")
 MODES = ("none",) + PROCESS_FAULTS + OUTPUT_FAULTS
 
 
@@ -143,6 +145,16 @@ def _faulty(kernel: Kernel, mode: str, be: FaultyBackend):
             state["calls"][key] = state["calls"].get(key, 0) + 1
             if state["calls"][key] > 1:
                 first_float_input(inputs).reshape(-1)[0] += 1.0
+        elif mode == "accumulate_repeat":
+            key = ptrs(inputs, outputs)
+            if state["calls"].get(key):
+                tmp = {n: np.empty_like(o) for n, o in outputs.items()}
+                honest(inputs, tmp, params)
+                for n, o in outputs.items():
+                    o += tmp[n]
+            else:
+                honest(inputs, outputs, params)
+                state["calls"][key], state["held"] = 1, (inputs, outputs)
         elif mode == "bench_only":
             if sum(o.size for o in outputs.values()) == be.good_numel:
                 honest(inputs, outputs, params)

@@ -70,6 +70,23 @@ def test_modifies_its_inputs_only_while_timed_and_leaves_no_trace_for_the_next(e
     assert honest.ok, honest.message
 
 
+def test_right_once_but_accumulating_when_called_again_is_caught_after_timing(ev):
+    """Like a kernel that atomically adds into outputs it expects zeroed: the small and edge
+    shapes call it once on fresh buffers and pass (the control). At the benchmark shape it
+    is called again on the same buffers, by timing or, in the search's top-k check, which
+    does not time, once more."""
+    control = ev.evaluate(job("accumulate_repeat", check_bench=False))
+    assert control.ok, control.message
+    timed = ev.evaluate(job("accumulate_repeat", time=True))
+    assert timed.verdict == "correctness" and timed.time_ms is None
+    assert "right on its first call but not after timing on the same buffers" in timed.message
+    assert "elements off" in timed.message
+    topk = ev.evaluate(job("accumulate_repeat", checks=(), time=False))
+    assert topk.verdict == "correctness"
+    assert "but not when called again on the same buffers" in topk.message
+    assert ev.evaluate(job("none", checks=(), time=False)).ok
+
+
 def test_correct_only_at_the_benchmark_shape_is_caught_by_the_extra_shapes(ev):
     good = BENCH["M"] * BENCH["N"]
     control = ev.evaluate(job("bench_only", checks=(), good_numel=good))
