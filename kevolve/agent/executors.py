@@ -87,12 +87,14 @@ def evaluate_job(job: dict) -> dict:
 
 
 def describe_node(backend: str, gpu: bool, threads: int | None = None,
-                  ceilings: bool = False) -> dict:
+                  ceilings: bool = False, options: dict | None = None) -> dict:
     """What a result measured on a worker node should be labelled with (and, on request,
-    the node's measured ceilings)."""
+    the node's measured ceilings). `options`: the backend's, as the search's jobs carry."""
+    from ..backends.registry import get as get_backend
     from .hardware import hardware_name, measure_ceilings, toolchain
 
-    out = {"hardware": hardware_name(gpu, threads), "toolchain": toolchain(backend),
+    be = get_backend(backend, **(options or {}))
+    out = {"hardware": hardware_name(gpu, threads), "toolchain": toolchain(backend, be),
            "cpu_count": os.cpu_count()}
     if ceilings:
         out["ceilings"] = measure_ceilings(gpu, threads)
@@ -147,7 +149,7 @@ class RayExecutor:
         return self._cap[0]
 
     def describe(self, backend: str, threads: int | None = None,
-                 ceilings: bool = False) -> dict:
+                 ceilings: bool = False, options: dict | None = None) -> dict:
         """Hardware name and toolchain (and with ceilings=True the measured copy bandwidth
         and matmul rate) as a worker node sees them: run there as a task, so a driver
         without a GPU labels GPU results correctly."""
@@ -157,7 +159,7 @@ class RayExecutor:
         if self.env:
             opts["runtime_env"] = {"env_vars": self.env}
         f = self.ray.remote(describe_node).options(**opts)
-        return self.ray.get(f.remote(backend, self.gpu, threads, ceilings),
+        return self.ray.get(f.remote(backend, self.gpu, threads, ceilings, options),
                             timeout=self.timeout_s)
 
     # -- evaluation ------------------------------------------------------------------

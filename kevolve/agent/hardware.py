@@ -30,10 +30,14 @@ def hardware_name(gpu: bool, threads: int | None = None) -> str:
 
 
 @cache
-def toolchain(backend: str) -> dict:
+def toolchain(backend: str, be=None) -> dict:
+    """Versions of what turns a trace into timed machine code: Python packages, the C
+    compiler for C backends, and what the backend object `be` reports (Triton's ptxas)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
+    if be is not None:
+        out.update(be.toolchain())
     for pkg in ("kevolve", "numpy", "torch", "triton", "numba"):
         try:
             out[pkg] = version(pkg)

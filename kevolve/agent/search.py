@@ -271,7 +271,7 @@ class Search:
                      else {})} for e in self.opdef.edge_shapes)
         self.threads = cfg.threads or (None if self.gpu else os.cpu_count())
         self.hardware = hardware_name(self.gpu, self.threads)
-        self.toolchain = toolchain(cfg.backend)
+        self.toolchain = toolchain(cfg.backend, self.backend)
         self.rng = random.Random(cfg.seed)
         self.default_json = default_trace(self.op, self.bench_dims).to_json()
         self.ceilings: dict = {}

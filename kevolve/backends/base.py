@@ -89,6 +89,15 @@ class Backend:
         """Can this machine build (and run) kernels of this backend? (ok, reason)."""
         return True, ""
 
+    def toolchain(self) -> dict:
+        """Versions of the tools this backend's builds depend on beyond the Python packages
+        (recorded with every result, part of its run hash)."""
+        return {}
+
+    def configure_process(self) -> None:
+        """Process-wide settings this backend's builds need, made before anything compiles
+        (the bench calls it before torch.compile runs)."""
+
 
 def check_caps(backend: Backend, sched: Schedule, plan: Plan) -> None:
     caps = backend.caps

@@ -245,7 +245,8 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
     from ..agent.hardware import hardware_name, measure_ceilings, toolchain
     from ..agent.search import DEFAULT_DB, SearchConfig, evolve
 
-    be = api.backend(backend)
+    be = api.backend(backend, **_options(backend, threads))
+    be.configure_process()  # before torch.compile, which sets its own ptxas for the process
     gpu = be.caps.device != "cpu"
     if not gpu and threads:
         import torch
@@ -256,7 +257,7 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
     db = db or DEFAULT_DB
     names = ops or SUITES[suite]
     out = {"suite": suite, "backend": backend, "hardware": hw, "ceilings": ceilings,
-           "toolchain": toolchain(backend), "rows": [], "history": {}, "rounds": rounds,
+           "toolchain": toolchain(backend, be), "rows": [], "history": {}, "rounds": rounds,
            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     for name in names:
         if not from_archive and budget > 0:

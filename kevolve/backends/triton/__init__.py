@@ -12,6 +12,7 @@ from ...ir.interp import bind_dims
 from ..base import Backend, Caps, Kernel, KernelSource, cache_dir
 from ..compiler_reports import triton_jit
 from ..templating import banner, render
+from . import ptxas
 from .emitter import render_module
 
 
@@ -42,9 +43,24 @@ class TritonBackend(Backend):
                 launch_args=frozenset({"num_warps", "num_stages", "group_m", "dot_precision",
                                        "constexpr_dims", "persistent"}))
 
-    def __init__(self, interpret: bool = False, device: str | None = None):
+    def __init__(self, interpret: bool = False, device: str | None = None,
+                 ptxas: str = "auto"):
         self.interpret = interpret
         self.device = device or ("cpu" if interpret else "cuda")
+        self.ptxas = ptxas  # "auto", "triton", "torch" or a path: see ptxas.resolve
+
+    def toolchain(self) -> dict:
+        """The ptxas version that compiles this backend's kernels (it changes their code)."""
+        got = None if self.interpret else ptxas.resolve(self.ptxas)
+        return {"ptxas": got[1]} if got else {}
+
+    def configure_process(self) -> None:
+        """Settle the ptxas before this process compiles anything (torch.compile included,
+        which otherwise picks torch's own for every later Triton kernel too)."""
+        got = None if self.interpret else ptxas.resolve(self.ptxas)
+        if got:
+            require_triton(self.interpret)
+            ptxas.use(got[0])
 
     def render(self, plan) -> KernelSource:
         parts = render_module(plan, dot_f32=self.interpret, libdevice=not self.interpret)
@@ -70,6 +86,7 @@ class TritonBackend(Backend):
 
     def build(self, source: KernelSource) -> Kernel:
         require_triton(self.interpret)
+        self.configure_process()
         mod = load_module(source, self.interpret)
         op = source.meta["plan"].op
 

@@ -1,0 +1,85 @@
+"""The Triton backend's ptxas is chosen explicitly ("auto": TRITON_PTXAS_PATH if set, else
+the newest ptxas the Python packages bundle), recorded in the toolchain (so results compiled
+by another ptxas get another run hash), and refused once Triton has compiled with another
+in the process. Fake ptxas binaries are shell scripts printing a version."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kevolve.agent.hardware import toolchain
+from kevolve.agent.search import run_hash
+from kevolve.backends.triton import TritonBackend, ptxas
+
+pytest.importorskip("triton")
+
+
+def fake(tmp_path, name: str, release: str):
+    p = tmp_path / name
+    p.write_text("#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler'\n"
+                 f"echo 'Cuda compilation tools, release {release[:4]}, V{release}'\n")
+    p.chmod(0o755)
+    return p
+
+
+@pytest.fixture
+def two(tmp_path, monkeypatch):
+    """Triton bundling 12.8 and torch bundling 13.0, no TRITON_PTXAS_PATH."""
+    got = {"triton": fake(tmp_path, "ptxas-triton", "12.8.93"),
+           "torch": fake(tmp_path, "ptxas-torch", "13.0.88")}
+    monkeypatch.setattr(ptxas, "bundled", lambda: got)
+    monkeypatch.delenv(ptxas.ENV, raising=False)
+    return got
+
+
+def test_auto_is_the_newest_bundled_unless_the_environment_names_one(two, tmp_path,
+                                                                      monkeypatch):
+    assert ptxas.resolve("auto") == (str(two["torch"]), "13.0.88")
+    assert ptxas.resolve("triton") == (str(two["triton"]), "12.8.93")
+    mine = fake(tmp_path, "mine", "12.9.41")
+    assert ptxas.resolve(str(mine)) == (str(mine), "12.9.41")
+    monkeypatch.setenv(ptxas.ENV, str(mine))
+    assert ptxas.resolve("auto") == (str(mine), "12.9.41")
+
+
+def test_bad_choices_say_what_to_use(two, tmp_path, monkeypatch):
+    monkeypatch.setattr(ptxas, "bundled", lambda: {"triton": two["triton"]})
+    with pytest.raises(ValueError, match="torch bundles no ptxas here; use 'triton'"):
+        ptxas.resolve("torch")
+    with pytest.raises(ValueError, match="is not an executable file; use one of auto"):
+        ptxas.resolve(str(tmp_path / "nowhere"))
+    odd = tmp_path / "odd"
+    odd.write_text("#!/bin/sh\necho hello\n")
+    odd.chmod(0o755)
+    with pytest.raises(ValueError, match="does not report a ptxas version"):
+        ptxas.resolve(str(odd))
+
+
+def test_the_choice_is_in_the_toolchain_and_the_run_hash(two):
+    new, old = TritonBackend(), TritonBackend(ptxas="triton")
+    assert toolchain("triton", new)["ptxas"] == "13.0.88"
+    assert toolchain("triton", old)["ptxas"] == "12.8.93"
+    assert run_hash("s", "triton", toolchain("triton", new), "gpu:x") != \
+        run_hash("s", "triton", toolchain("triton", old), "gpu:x")
+    assert "ptxas" not in toolchain("triton", TritonBackend(interpret=True))
+
+
+def test_the_choice_is_settled_before_the_first_compile(two, monkeypatch):
+    from triton.backends.nvidia import compiler
+
+    compiler.get_ptxas_version.cache_clear()
+    try:
+        TritonBackend(ptxas="triton").configure_process()
+        assert os.environ[ptxas.ENV] == str(two["triton"])
+        TritonBackend(ptxas="torch").configure_process()  # nothing compiled yet: allowed
+        assert os.environ[ptxas.ENV] == str(two["torch"])
+        assert "13.0.88" in compiler.get_ptxas_version(90)  # what Triton's cache key reads
+        TritonBackend(ptxas="torch").configure_process()  # the same again: fine
+        with pytest.raises(RuntimeError, match="has already compiled with ptxas .*ptxas-torch"
+                           ".* Start a fresh process"):
+            TritonBackend(ptxas="triton").configure_process()
+        assert os.environ[ptxas.ENV] == str(two["torch"])
+    finally:
+        compiler.get_ptxas_version.cache_clear()
