@@ -14,6 +14,7 @@ from kevolve.agent.search import run_hash
 from kevolve.backends.triton import TritonBackend, ptxas
 
 pytest.importorskip("triton")
+AT_START = os.environ.get(ptxas.ENV)
 
 
 def fake(tmp_path, name: str, release: str):
@@ -30,7 +31,8 @@ def two(tmp_path, monkeypatch):
     got = {"triton": fake(tmp_path, "ptxas-triton", "12.8.93"),
            "torch": fake(tmp_path, "ptxas-torch", "13.0.88")}
     monkeypatch.setattr(ptxas, "bundled", lambda: got)
-    monkeypatch.delenv(ptxas.ENV, raising=False)
+    monkeypatch.setenv(ptxas.ENV, "set-then-removed")  # so that teardown restores it
+    monkeypatch.delenv(ptxas.ENV)
     return got
 
 
@@ -77,9 +79,50 @@ def test_the_choice_is_settled_before_the_first_compile(two, monkeypatch):
         assert os.environ[ptxas.ENV] == str(two["torch"])
         assert "13.0.88" in compiler.get_ptxas_version(90)  # what Triton's cache key reads
         TritonBackend(ptxas="torch").configure_process()  # the same again: fine
-        with pytest.raises(RuntimeError, match="has already compiled with ptxas .*ptxas-torch"
-                           ".* Start a fresh process"):
+        with pytest.raises(RuntimeError, match=r"has already compiled with ptxas 13\.0\.88 "
+                           r"\(.*ptxas-torch\) .* asked for 12\.8\.93 .* Start a fresh"):
             TritonBackend(ptxas="triton").configure_process()
         assert os.environ[ptxas.ENV] == str(two["torch"])
     finally:
         compiler.get_ptxas_version.cache_clear()
+
+
+def test_a_compile_with_the_same_version_before_is_no_conflict(two, tmp_path):
+    """Triton compiled with its own ptxas (no variable set); asking for a copy of the same
+    version elsewhere is allowed."""
+    from triton.backends.nvidia import compiler
+
+    same = fake(tmp_path, "copy-of-torch", "13.0.88")
+    compiler.get_ptxas_version.cache_clear()
+    try:
+        TritonBackend(ptxas="torch").configure_process()
+        compiler.get_ptxas_version(90)
+        TritonBackend(ptxas=str(same)).configure_process()
+        assert os.environ[ptxas.ENV] == str(same)
+    finally:
+        compiler.get_ptxas_version.cache_clear()
+
+
+def test_auto_after_a_compile_is_what_compiled(two):
+    """Triton compiled with its own ptxas (no variable set): "auto" keeps that one rather
+    than the newer one torch bundles, and an explicit other version is refused."""
+    from triton import knobs
+    from triton.backends.nvidia import compiler
+
+    compiler.get_ptxas_version.cache_clear()
+    try:
+        compiler.get_ptxas_version(90)
+        real = knobs.nvidia.ptxas.path
+        assert real not in {str(p) for p in two.values()}
+        assert ptxas.resolve("auto")[0] == real
+        with pytest.raises(RuntimeError, match="Start a fresh process"):
+            TritonBackend(ptxas="torch").configure_process()
+        assert not os.environ.get(ptxas.ENV)
+    finally:
+        compiler.get_ptxas_version.cache_clear()
+
+
+def test_no_test_here_leaves_the_variable_set():
+    """Runs after the others in this file: a leaked fake ptxas would break every later
+    Triton compile in the session."""
+    assert os.environ.get(ptxas.ENV) == AT_START

@@ -61,9 +61,10 @@ def _key(v: str) -> tuple[int, ...]:
 
 def resolve(choice: str = "auto") -> tuple[str, str] | None:
     """(path, version) of the ptxas `choice` names: "triton" or "torch" (the package's own),
-    a path, or "auto": the one TRITON_PTXAS_PATH names if set, else the newest bundled one
-    (torch's in CUDA builds of torch: what torch.compile would use). None when none is
-    found (Triton then reports its own error at compile time)."""
+    a path, or "auto": the one TRITON_PTXAS_PATH names if set, else the one Triton already
+    compiled with in this process, else the newest bundled one (torch's in CUDA builds of
+    torch: what torch.compile would use). None when none is found (Triton then reports its
+    own error at compile time)."""
     found = bundled()
     if choice in ("triton", "torch"):
         if choice not in found:
@@ -73,6 +74,8 @@ def resolve(choice: str = "auto") -> tuple[str, str] | None:
     elif choice == "auto":
         if os.environ.get(ENV):
             path = os.environ[ENV]
+        elif _in_use():
+            path = _in_use()
         elif found:
             path = str(max(found.values(), key=lambda p: _key(version(str(p)))))
         else:
@@ -85,17 +88,29 @@ def resolve(choice: str = "auto") -> tuple[str, str] | None:
     return path, version(path)
 
 
+def _in_use() -> str | None:
+    """The ptxas Triton has already compiled with in this process (its cache key holds that
+    one's version from then on), or None before its first compile."""
+    import sys
+
+    compiler = sys.modules.get("triton.backends.nvidia.compiler")
+    if compiler is None or not compiler.get_ptxas_version.cache_info().currsize:
+        return None
+    from triton import knobs
+
+    return knobs.nvidia.ptxas.path
+
+
 def use(path: str) -> None:
     """Make Triton compile this process's kernels with `path`: set before the first compile,
-    and refused (RuntimeError) once Triton has compiled with another ptxas here."""
+    and refused (RuntimeError) once Triton has compiled with a ptxas of another version."""
     if os.environ.get(ENV) == path:
         return
-    from triton.backends.nvidia import compiler
-
-    if compiler.get_ptxas_version.cache_info().currsize:
+    current = _in_use()
+    if current is not None and version(current) != version(path):
         raise RuntimeError(
-            f"Triton has already compiled with ptxas {os.environ.get(ENV) or 'its own'} in "
-            f"this process, and keeps that choice; the triton backend was asked for {path}. "
-            "Start a fresh process, or ask for the ptxas already in use (backend option "
-            "ptxas=...)")
+            f"Triton has already compiled with ptxas {version(current)} ({current}) in "
+            f"this process, and keeps that choice; the triton backend was asked for "
+            f"{version(path)} ({path}). Start a fresh process, or ask for the ptxas already "
+            "in use (backend option ptxas=...)")
     os.environ[ENV] = path
