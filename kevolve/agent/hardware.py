@@ -29,16 +29,23 @@ def hardware_name(gpu: bool, threads: int | None = None) -> str:
     return f"cpu:{cpu_model()}:{threads or os.cpu_count()}t"
 
 
-@cache
 def toolchain(backend: str, be=None) -> dict:
     """Versions of what turns a trace into timed machine code: Python packages, the C
-    compiler for C backends, and what the backend object `be` reports (Triton's ptxas)."""
+    compiler for C backends, and what the backend object `be` reports (Triton's ptxas).
+    kevolve's own version is not here: it is in every generated file's banner, hence in the
+    source hash, the same from a checkout and from an install."""
+    out = dict(_packages(backend))
+    if be is not None:
+        out.update(be.toolchain())
+    return out
+
+
+@cache
+def _packages(backend: str) -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
-    if be is not None:
-        out.update(be.toolchain())
-    for pkg in ("kevolve", "numpy", "torch", "triton", "numba"):
+    for pkg in ("numpy", "torch", "triton", "numba"):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
