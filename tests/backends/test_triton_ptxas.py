@@ -14,7 +14,6 @@ from kevolve.agent.search import run_hash
 from kevolve.backends.triton import TritonBackend, ptxas
 
 pytest.importorskip("triton")
-AT_START = os.environ.get(ptxas.ENV)
 
 
 def fake(tmp_path, name: str, release: str):
@@ -27,13 +26,19 @@ def fake(tmp_path, name: str, release: str):
 
 @pytest.fixture
 def two(tmp_path, monkeypatch):
-    """Triton bundling 12.8 and torch bundling 13.0, no TRITON_PTXAS_PATH."""
+    """Triton bundling 12.8 and torch bundling 13.0, no TRITON_PTXAS_PATH, and a process in
+    which Triton has compiled nothing yet (earlier tests compile: their cached ptxas version
+    is forgotten here, and again after, so none of these fakes stays in Triton's cache)."""
+    from triton.backends.nvidia import compiler
+
     got = {"triton": fake(tmp_path, "ptxas-triton", "12.8.93"),
            "torch": fake(tmp_path, "ptxas-torch", "13.0.88")}
     monkeypatch.setattr(ptxas, "bundled", lambda: got)
     monkeypatch.setenv(ptxas.ENV, "set-then-removed")  # so that teardown restores it
     monkeypatch.delenv(ptxas.ENV)
-    return got
+    compiler.get_ptxas_version.cache_clear()
+    yield got
+    compiler.get_ptxas_version.cache_clear()
 
 
 def test_auto_is_the_newest_bundled_unless_the_environment_names_one(two, tmp_path,
@@ -121,8 +126,3 @@ def test_auto_after_a_compile_is_what_compiled(two):
     finally:
         compiler.get_ptxas_version.cache_clear()
 
-
-def test_no_test_here_leaves_the_variable_set():
-    """Runs after the others in this file: a leaked fake ptxas would break every later
-    Triton compile in the session."""
-    assert os.environ.get(ptxas.ENV) == AT_START
