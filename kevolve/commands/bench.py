@@ -30,8 +30,9 @@ def _progress(row: dict, partial: dict, out_dir: str) -> None:
 @click.option("--from-archive", is_flag=True, help="Time the archive's best; no search.")
 @click.option("--top", type=click.IntRange(min=1), default=1, show_default=True,
               help="Time the archive's K fastest (distinct generated code) once each in "
-              "this run and report the fastest correct one: archive times may come from "
-              "older generated code.")
+              "this run, the 3 fastest of those again over --rounds interleaved rounds, "
+              "and report the fastest there: archive times may come from older generated "
+              "code, and one timing each favours the lucky.")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Interleaved timing rounds (eager, torch.compile, kevolve, ... in turn); "
               "times are medians over rounds, spreads (max - min) / median.")

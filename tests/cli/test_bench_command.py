@@ -1,7 +1,7 @@
 """`kevolve bench` on the CPU suite from an archive: the table, results.json with eager and
 kevolve timed in interleaved rounds, the HTML report, and --top re-timing the archive's
-fastest distinct kernels in the same run (the reported kernel is the fastest correct
-contender), each beside its archived time."""
+fastest distinct kernels in the same run (the few fastest timed again in interleaved
+rounds; the reported kernel is the fastest of those), each beside its archived time."""
 
 from __future__ import annotations
 
@@ -37,7 +37,12 @@ def test_bench_from_archive_retimes_the_top_contenders(tmp_path):
     cont = row["contenders"]
     assert [c["candidate"] for c in cont] == [t.candidate_id for t in tops]
     assert all(c["verdict"] == "ok" and c["ms"] > 0 for c in cont), cont
-    assert row["candidate"] == min(cont, key=lambda c: c["ms"])["candidate"]
+    # the 3 fastest of one timing each were timed again in 2 interleaved rounds; the pick
+    # is the fastest there, not necessarily the luckiest single timing
+    finals = sorted(cont, key=lambda c: c["ms"])[:3]
+    assert all(c["finalist_ms"] > 0 for c in finals)
+    assert not any("finalist_ms" in c for c in cont if c not in finals)
+    assert row["candidate"] == min(finals, key=lambda c: c["finalist_ms"])["candidate"]
     # beside each, its archived time, which the search measured at M=256: other code
     assert [c["archived_ms"] for c in cont] == [t.result.time_ms for t in tops]
     assert [c["same_code"] for c in cont] == [False] * len(tops)
