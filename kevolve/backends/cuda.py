@@ -21,6 +21,7 @@ from .gpu_runtime import (
     compile_cubin,
     emulated_kernel,
     find_tool,
+    tool_version,
 )
 from .templating import banner, render
 
@@ -108,6 +109,11 @@ class CudaBackend(Backend):
     def check(self, sched, plan) -> None:
         check_caps(self, sched, plan)
         check_gpu(self, sched, plan, self.lang)
+
+    def toolchain(self) -> dict:
+        """nvcc's version (it compiles the machine code); none for the CPU emulation."""
+        nvcc = None if self.emulate else find_tool("nvcc", self.nvcc)
+        return {"nvcc": tool_version(nvcc)} if nvcc else {}
 
     def render(self, plan) -> KernelSource:
         return gpu_source(self, plan, self.lang, "cuda/module.cu.j2", "cuda", self.flags)

@@ -1,7 +1,7 @@
 """Building and running the GPU C-family modules (CUDA, HIP-on-CUDA, CPU emulation).
 
-- `compile_cubin`: nvcc to a cubin, cached by source hash; ptxas' resource report (`-Xptxas
-  -v`) is kept beside it and parsed into per-kernel diagnostics.
+- `compile_cubin`: nvcc to a cubin, cached by source hash and nvcc version; ptxas' resource
+  report (`-Xptxas -v`) is kept beside it and parsed into per-kernel diagnostics.
 - `CubinRunner`: loads a cubin lazily (CuPy's RawModule, else cuda-python's driver API) and
   launches its kernels on torch tensors' device pointers, on torch's current stream.
 - `compile_emulated` + `emulated_runner`: the same source compiled by g++ against
@@ -12,10 +12,13 @@
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import threading
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -55,18 +58,43 @@ def find_tool(name: str, given: str | None = None) -> str | None:
     return shutil.which(name)
 
 
+@lru_cache(maxsize=16)
+def tool_version(path: str, hip_platform: str | None = None) -> str:
+    """A compiler's version as `--version` prints it: `13.0.88` for nvcc (its `V...`), else
+    the lines naming a version (hipcc: HIP's and clang's). `hip_platform` is hipcc's
+    HIP_PLATFORM, which decides what it wraps. Part of the toolchain a result is recorded
+    under, and of the build cache's file names: another compiler, other code."""
+    env = dict(os.environ, HIP_PLATFORM=hip_platform) if hip_platform else None
+    try:
+        text = subprocess.run([path, "--version"], capture_output=True, text=True,
+                              timeout=60, env=env).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"unknown ({type(e).__name__})"
+    m = re.search(r"release \S+, V(\d+(?:\.\d+)+)", text)
+    if m:
+        return m.group(1)
+    lines = [ln.strip() for ln in text.splitlines() if "version" in ln.lower()]
+    return "; ".join(lines)[:200] or "unknown"
+
+
+def version_tag(path: str, hip_platform: str | None = None) -> str:
+    """Eight hex digits of `tool_version`, for cache file names."""
+    return hashlib.sha256(tool_version(path, hip_platform).encode()).hexdigest()[:8]
+
+
 def compile_cubin(source: KernelSource, nvcc: str, sub: str, flags: tuple[str, ...],
                   include: tuple[Path, ...] = ()) -> tuple[Path, str]:
-    """nvcc source -> cubin under the cache; returns (cubin path, ptxas log)."""
+    """nvcc source -> cubin under the cache (per nvcc version); returns (cubin path, ptxas
+    log)."""
     d = cache_dir() / sub
     d.mkdir(parents=True, exist_ok=True)
-    stem = d / source.hash
+    stem = d / f"{source.hash}-{version_tag(nvcc)}"
     cubin, log = stem.with_suffix(".cubin"), stem.with_suffix(".ptxas.txt")
     if cubin.exists() and log.exists():
         return cubin, log.read_text()
     src = stem.with_suffix(".cu")
     _atomic_write(src, source.text)
-    tmp = d / f"{source.hash}.{os.getpid()}.{threading.get_ident()}.cubin"
+    tmp = d / f"{stem.name}.{os.getpid()}.{threading.get_ident()}.cubin"
     cmd = [nvcc, *flags, *[f"-I{p}" for p in include], "-o", str(tmp), str(src)]
     out = _run(cmd)
     _atomic_write(log, out)
@@ -77,7 +105,6 @@ def compile_cubin(source: KernelSource, nvcc: str, sub: str, flags: tuple[str, .
 def _emu_runtime(cxx: str, d: Path) -> tuple[Path, str]:
     """The emulator's runtime library (threads, barriers), compiled once per version of the
     emulation headers. Returns (library path, a tag of both headers for module names)."""
-    import hashlib
     inc = templates_dir() / "cuda"
     tag = hashlib.sha256((inc / "kv_emu.h").read_bytes() + (inc / "kv_emu_rt.h").read_bytes()
                          ).hexdigest()[:12]

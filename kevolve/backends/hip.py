@@ -32,6 +32,8 @@ from .gpu_runtime import (
     compile_cubin,
     emulated_kernel,
     find_tool,
+    tool_version,
+    version_tag,
 )
 from .templating import render  # noqa: F401  (templates are found through gpu_source)
 
@@ -98,6 +100,17 @@ class HipBackend(Backend):
         check_caps(self, sched, plan)
         check_gpu(self, sched, plan, self.lang)
 
+    def toolchain(self) -> dict:
+        """The compiler's version: nvcc for HIP-on-CUDA, hipcc for AMD; none for the CPU
+        emulation."""
+        if self.emulate:
+            return {}
+        if self.platform == "nvidia":
+            nvcc = find_tool("nvcc", self.nvcc)
+            return {"nvcc": tool_version(nvcc)} if nvcc else {}
+        hipcc = find_tool("hipcc", self.hipcc)
+        return {"hipcc": tool_version(hipcc, "amd")} if hipcc else {}
+
     @property
     def flags(self) -> tuple[str, ...]:
         if self.platform == "nvidia":
@@ -146,11 +159,12 @@ class HipBackend(Backend):
         d = cache_dir() / "hip"
         d.mkdir(parents=True, exist_ok=True)
         base = "gfx940" if self.arch == "gfx942" else self.arch
-        obj, logf = d / f"{source.hash}.{base}.co", d / f"{source.hash}.{base}.log"
+        stem = f"{source.hash}-{version_tag(hipcc, 'amd')}"  # another hipcc, another object
+        obj, logf = d / f"{stem}.{base}.co", d / f"{stem}.{base}.log"
         if not (obj.exists() and logf.exists()):
             src = d / f"{source.hash}.hip"
             _atomic_write(src, source.text)
-            tmp = d / f"{source.hash}.{base}.{os.getpid()}.{threading.get_ident()}.tmp"
+            tmp = d / f"{stem}.{base}.{os.getpid()}.{threading.get_ident()}.tmp"
             env = dict(os.environ, HIP_PLATFORM="amd")
             _atomic_write(logf, _run([hipcc, *source.flags, str(src), "-o", str(tmp)],
                                      env=env))
@@ -158,7 +172,7 @@ class HipBackend(Backend):
         log = logf.read_text()
         if base == self.arch:
             return obj, log
-        out = d / f"{source.hash}.{self.arch}.co"
+        out = d / f"{stem}.{self.arch}.co"
         if not out.exists():
             _atomic_write(out, retarget_code_object(obj.read_bytes(), base, self.arch))
         return out, log
