@@ -21,9 +21,9 @@ from .gpu_runtime import (
     compile_cubin,
     emulated_kernel,
     find_tool,
-    tool_version,
 )
 from .templating import banner, render
+from .tools import tool_version
 
 __all__ = ["CudaBackend", "CompileError", "CUDA_CAPS", "gpu_source"]
 

@@ -32,10 +32,9 @@ from .gpu_runtime import (
     compile_cubin,
     emulated_kernel,
     find_tool,
-    tool_version,
-    version_tag,
 )
 from .templating import render  # noqa: F401  (templates are found through gpu_source)
+from .tools import tool_version, version_tag
 
 __all__ = ["HipBackend", "AMD_TARGETS", "retarget_code_object"]
 

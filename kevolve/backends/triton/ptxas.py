@@ -17,9 +17,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import subprocess
-from functools import lru_cache
 from pathlib import Path
+
+from ..tools import tool_version
 
 ENV = "TRITON_PTXAS_PATH"
 CHOICES = ("auto", "triton", "torch")
@@ -41,18 +41,12 @@ def bundled() -> dict[str, Path]:
     return out
 
 
-@lru_cache(maxsize=16)
 def version(path: str) -> str:
     """`12.8.93` from `ptxas --version`."""
-    try:
-        text = subprocess.run([path, "--version"], capture_output=True, text=True,
-                              timeout=30).stdout
-    except OSError as e:
-        raise ValueError(f"ptxas {path!r} cannot be run: {e}") from None
-    m = re.search(r"V(\d+(?:\.\d+)+)", text) or re.search(r"release (\d+\.\d+)", text)
-    if m is None:
-        raise ValueError(f"{path!r} does not report a ptxas version: {text.strip()[:200]!r}")
-    return m.group(1)
+    v = tool_version(path)
+    if not re.fullmatch(r"\d+(?:\.\d+)+", v):
+        raise ValueError(f"{path!r} does not report a ptxas version: {v[:200]!r}")
+    return v
 
 
 def _key(v: str) -> tuple[int, ...]:
@@ -65,8 +59,8 @@ def resolve(choice: str = "auto") -> tuple[str, str] | None:
     compiled with in this process, else the newest bundled one (torch's in CUDA builds of
     torch: what torch.compile would use). None when none is found (Triton then reports its
     own error at compile time)."""
-    found = bundled()
     if choice in ("triton", "torch"):
+        found = bundled()
         if choice not in found:
             raise ValueError(f"ptxas={choice!r}: {choice} bundles no ptxas here; use "
                              f"{' or '.join(repr(k) for k in found) or 'a path'} instead")
@@ -74,9 +68,9 @@ def resolve(choice: str = "auto") -> tuple[str, str] | None:
     elif choice == "auto":
         if os.environ.get(ENV):
             path = os.environ[ENV]
-        elif _in_use():
-            path = _in_use()
-        elif found:
+        elif in_use := _in_use():
+            path = in_use
+        elif found := bundled():
             path = str(max(found.values(), key=lambda p: _key(version(str(p)))))
         else:
             return None
