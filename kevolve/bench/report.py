@@ -107,8 +107,10 @@ def _protocol(res: dict) -> str:
         return ("Times are medians after warm-up; each was taken twice and \"spread\" is "
                 "their relative difference.")
     return (f"Each time is a median after warm-up, taken in {res['rounds']} interleaved "
-            "rounds (eager, torch.compile, kevolve, ... in turn): the table shows the median "
-            "over rounds, and \"spread\" is (max - min) / median over them.")
+            "rounds (eager, torch.compile, kevolve, ... in turn, in an order that changes "
+            "from round to round so that each follows every other equally often): the "
+            "table shows the median over rounds, and \"spread\" is (max - min) / median "
+            "over them.")
 
 
 def write(res: dict, out_dir: str | Path) -> tuple[Path, Path]:

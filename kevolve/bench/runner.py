@@ -1,8 +1,8 @@
 """Side by side in one process: torch eager, torch.compile and kevolve's best schedule (and
 optionally other backends' defaults), each checked first, then timed in interleaved rounds
-(each a median after warm-up; the report shows the median over rounds and their spread)
-and checked again on the outputs their timed calls left,
-against the roofline floor from measured ceilings."""
+(each a median after warm-up; the report shows the median over rounds and their spread;
+the order changes from round to round, see `orders`) and checked again on the outputs
+their timed calls left, against the roofline floor from measured ceilings."""
 
 from __future__ import annotations
 
@@ -21,6 +21,47 @@ def _timer(gpu: bool, repeat: int):
     if gpu:
         return lambda fn: ev.time_gpu(fn)
     return lambda fn: ev.median(ev.time_cpu(fn, repeat=repeat))
+
+
+def orders(n: int, rounds: int) -> list[list[int]]:
+    """The order of the n contestants in each of `rounds` rounds: the rows of a Williams
+    design, in which every contestant runs right after every other equally often (once in
+    n rows for even n, twice in 2n rows for odd n). At a GPU's power limit the kernel just
+    before sets the clock the next one starts at (by up to ~15% for a GEMM on the H200),
+    so a fixed order would favour whoever always follows a light kernel."""
+    if n == 0:
+        return [[] for _ in range(rounds)]
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(x + r) % n for x in first] for r in range(n)]
+    if n % 2:
+        rows += [row[::-1] for row in rows]
+    return [rows[r % len(rows)] for r in range(rounds)]
+
+
+def interleaved(calls: dict, rounds: int, timer, on_error=None) -> dict[str, list[float]]:
+    """Each call timed once per round, the rounds in `orders`; a call whose timing raises
+    is handed to `on_error(key, exc)` and timed no more (without `on_error` it raises)."""
+    keys = list(calls)
+    times: dict = {key: [] for key in keys}
+    failed: set = set()
+    for order in orders(len(keys), rounds):
+        for key in (keys[i] for i in order):
+            if key in failed:
+                continue
+            try:
+                times[key].append(timer(calls[key]))
+            except Exception as e:
+                if on_error is None:
+                    raise
+                failed.add(key)
+                on_error(key, e)
+    return times
 
 
 def _summary(ts: list[float]) -> tuple[float, float]:
@@ -152,6 +193,7 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
         return False
 
     pick = contenders[0] if contenders else None
+    prepared: dict = {}  # candidate id -> prepare()'s result, for the finalists
     if len(contenders) > 1:
         # The archive's times may come from older generated code: time the contenders
         # once here, the few fastest again in interleaved rounds (one timing each favours
@@ -170,8 +212,8 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
         ok = sorted((c for c in row["contenders"] if c["verdict"] == "ok" and c["ms"]),
                     key=lambda c: c["ms"])
         if ok:
-            best = _finalist(ok[:FINALISTS], dict(contenders),
-                             lambda tj: prepare(backend, tj)[0], timer, rounds)
+            best, prepared = _finalist(ok[:FINALISTS], dict(contenders),
+                                       lambda tj: prepare(backend, tj), timer, rounds)
             pick = next(c for c in contenders if c[0] == best)
     row.update(candidate=pick[0] if pick else None,
                trace=json.loads(pick[1]) if pick else None,
@@ -179,21 +221,22 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
     checks = {}
     for be_name, tj in [(backend, pick and pick[1])] + [(b, None) for b in also]:
         key = "kevolve" if be_name == backend else be_name
-        call, info, checks[key] = prepare(be_name, tj or default_trace(op, dims).to_json())
+        if key == "kevolve" and pick and pick[0] in prepared:
+            call, info, checks[key] = prepared.pop(pick[0])  # built and checked already
+        else:
+            call, info, checks[key] = prepare(be_name, tj or default_trace(op, dims).to_json())
         row.update({f"{key}_{f}": v for f, v in info.items()})
         if call is not None:
             calls[key] = call
-    # Interleaved rounds (eager, compile, kevolve, ... then again): slow drifts of the
-    # machine (clocks, temperature) fall on every contestant alike.
-    times: dict[str, list[float]] = {key: [] for key in calls}
+    prepared.clear()  # the finalists that lost: free their buffers before the rounds
+
+    # Interleaved rounds: slow drifts of the machine (clocks, temperature) fall on every
+    # contestant alike, and each follows every other equally often.
+    def timing_failed(key, e):
+        row[f"{key}_verdict"] = "error"
+        row[f"{key}_message"] = f"timing: {type(e).__name__}: {e}"[:800]
     with torch.no_grad():
-        for _ in range(rounds):
-            for key, call in calls.items():
-                try:
-                    times[key].append(timer(call))
-                except Exception as e:
-                    row[f"{key}_verdict"] = "error"
-                    row[f"{key}_message"] = f"timing: {type(e).__name__}: {e}"[:800]
+        times = interleaved(calls, rounds, timer, timing_failed)
     for key, check in checks.items():
         if key in calls and row.get(f"{key}_verdict") == "ok":
             info = {}
@@ -219,30 +262,26 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
 FINALISTS = 3  # contenders timed again in interleaved rounds before one is picked
 
 
-def _finalist(ranked: list, traces: dict, build, timer, rounds: int):
-    """The candidate id fastest over `rounds` interleaved timings of the `ranked`
-    contenders (each gets `finalist_ms`, the median); `build(trace)` gives a checked call
-    or None. With one contender or one round there is nothing to time again."""
+def _finalist(ranked: list, traces: dict, build, timer, rounds: int) -> tuple:
+    """(the candidate id fastest over `rounds` interleaved timings of the `ranked`
+    contenders, {candidate id: build's result} for those built). Each timed contender gets
+    `finalist_ms`, the median; `build(trace)` gives prepare()'s (call or None, info, check).
+    With one contender or one round there is nothing to time again."""
     import torch
 
     if len(ranked) < 2 or rounds < 2:
-        return ranked[0]["candidate"]
-    calls = {}
-    for c in ranked:
-        call = build(traces[c["candidate"]])
-        if call is not None:
-            calls[c["candidate"]] = call
-    times: dict = {cand: [] for cand in calls}
+        return ranked[0]["candidate"], {}
+    built = {c["candidate"]: build(traces[c["candidate"]]) for c in ranked}
+    calls = {cand: b[0] for cand, b in built.items() if b[0] is not None}
     with torch.no_grad():
-        for _ in range(rounds):
-            for cand, call in calls.items():
-                times[cand].append(timer(call))
+        times = interleaved(calls, rounds, timer)
     for c in ranked:
         if times.get(c["candidate"]):
             c["finalist_ms"] = float(np.median(times[c["candidate"]]))
     timed = [c for c in ranked if "finalist_ms" in c]
-    return min(timed, key=lambda c: c["finalist_ms"])["candidate"] if timed \
+    best = min(timed, key=lambda c: c["finalist_ms"])["candidate"] if timed \
         else ranked[0]["candidate"]
+    return best, built
 
 
 def _options(backend: str, threads: int | None) -> dict:

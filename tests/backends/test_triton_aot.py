@@ -130,6 +130,30 @@ def test_keep_asm_returns_the_texts():
     assert ".target sm_90a" in text["ptx"] and "tt.func" in text["ttir"]
 
 
+def test_the_ptxas_is_chosen_as_the_backend_chooses_it(tmp_path, monkeypatch):
+    """A ptxas named by path is the one that assembles and reports (a wrapper that logs its
+    calls and runs the real one), and its version is in the result."""
+    from triton.backends.nvidia import compiler
+
+    from kevolve.backends.triton import ptxas
+
+    real = compiler.get_ptxas(90).path
+    log, wrapper = tmp_path / "calls.log", tmp_path / "ptxas"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv(ptxas.ENV, real)  # restored afterwards
+    try:
+        res = compile_aot(gpu_source("softmax"), "cuda:90", ptxas=str(wrapper))["k_y"]
+        assert os.environ[ptxas.ENV] == str(wrapper)
+    finally:
+        compiler.get_ptxas_version.cache_clear()
+    assert res["ptxas_version"] == ptxas.version(real)
+    assert "-v --gpu-name sm_90a" in log.read_text()
+    with pytest.raises(ValueError, match="is not an executable file"):
+        compile_aot(gpu_source("softmax"), "cuda:90", ptxas=str(tmp_path / "none"))
+    assert "ptxas_version" not in compile_aot(gpu_source("softmax"), "hip:gfx942")["k_y"]
+
+
 def test_signature_mirrors_the_launchers_specialization():
     op = ops.get("softmax").op
     args = ["p_x", "p_y", "d_M", "d_N"]

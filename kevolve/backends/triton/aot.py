@@ -5,8 +5,9 @@ module with `triton.compile` and an explicit `GPUTarget`, with the signature, la
 options and specializations the module's own launcher would give it at run time, and
 returns per kernel the asm kinds produced and resource diagnostics. Without a GPU Triton
 leaves registers and spills unknown (they come from loading the binary), so they are read
-from the compilers' own reports: `ptxas -v` (the one Triton ships) for NVIDIA, the AMDGPU
-kernel metadata in the AMDGCN text for AMD.
+from the compilers' own reports: `ptxas -v` for NVIDIA, the AMDGPU kernel metadata in the
+AMDGCN text for AMD. The ptxas is chosen as the backend chooses it (`ptxas.py`), so the
+figures are those of the machine code a run would get.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def specialize(arg_names, op, dims: dict[str, int], constexpr: tuple[str, ...] =
     return sig, consts, attrs
 
 
-def compile_aot(source: KernelSource, target: str, keep_asm: bool = False) -> dict:
+def compile_aot(source: KernelSource, target: str, keep_asm: bool = False,
+                ptxas: str = "auto") -> dict:
     """Compile each kernel of a Triton KernelSource for `target`; no GPU needed.
 
     Returns {kernel name: {"target", "asm" (kinds produced), "num_warps", "num_stages",
@@ -94,7 +96,8 @@ def compile_aot(source: KernelSource, target: str, keep_asm: bool = False) -> di
     cuda: registers, spill_stores, spill_loads (bytes), stack_frame, shared_bytes (static
     shared memory), barriers; hip: vgpr_count, sgpr_count, vgpr_spill_count,
     sgpr_spill_count, lds (group segment bytes), scratch (private segment bytes), occupancy.
-    `keep_asm` adds the texts."""
+    `keep_asm` adds the texts. `ptxas` is the triton backend's option of that name; cuda
+    results also carry `ptxas_version`."""
     from . import load_module, require_triton
 
     triton = require_triton(interpret=False)
@@ -103,6 +106,7 @@ def compile_aot(source: KernelSource, target: str, keep_asm: bool = False) -> di
     if source.backend != "triton":
         raise ValueError(f"compile_aot takes Triton sources, not {source.backend!r}")
     tgt = gpu_target(target)
+    chosen = choose_ptxas(ptxas) if tgt.backend == "cuda" else None
     plan = source.meta["plan"]
     mod = load_module(source, False)
     out = {}
@@ -119,12 +123,25 @@ def compile_aot(source: KernelSource, target: str, keep_asm: bool = False) -> di
                 "shared": int(ck.metadata.shared)}
         if tgt.backend == "cuda":
             info.update(ptxas_info(ck.asm["ptx"]))
+            if chosen:
+                info["ptxas_version"] = chosen[1]
         else:
             info.update(amdgcn_info(ck.asm["amdgcn"]))
         if keep_asm:
             info["text"] = {kind: v for kind, v in ck.asm.items() if isinstance(v, str)}
         out[k.name] = info
     return out
+
+
+def choose_ptxas(choice: str) -> tuple[str, str] | None:
+    """Settle the process's ptxas as the triton backend would (see ptxas.use):
+    (path, version), or None when none is found."""
+    from . import ptxas
+
+    got = ptxas.resolve(choice)
+    if got:
+        ptxas.use(got[0])
+    return got
 
 
 def ptxas_path() -> str:
