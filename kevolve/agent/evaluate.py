@@ -246,11 +246,7 @@ class Evaluator:
             k(ins, outs, params)
             sync()
         except Exception as e:
-            # Triton compiles at the first launch: its compile and resource errors surface here
-            name = type(e).__name__
-            stage = "compile" if "Compilation" in name or "OutOfResources" in name \
-                else "correctness"
-            raise _Fail(stage, f"{type(e).__name__}: {e}") from None
+            raise launch_failure(e, "correctness") from None
 
     def _reference(self, opdef, op, case, key, gpu, ins):
         if key in self._refs:
@@ -363,7 +359,7 @@ class Evaluator:
                 else:
                     times = time_cpu(lambda: k(ins, outs, case.params), repeat=job.repeat)
             except Exception as e:
-                raise _Fail("timing", f"{type(e).__name__}: {e}") from None
+                raise launch_failure(e, "timing") from None
             base = None
             if job.baseline:
                 base = self._baseline(opdef, op, ins, case, gpu, job.repeat)
@@ -404,6 +400,19 @@ class Evaluator:
                 return time_gpu(lambda: opdef.torch_eager(tins, case.params))
             return median(time_cpu(lambda: opdef.torch_eager(tins, case.params),
                                    repeat=repeat))
+
+
+# What Triton raises when it compiles at a kernel's first launch (by name: no triton import)
+COMPILE_ERRORS = ("CompilationError", "OutOfResources", "PTXASError")
+
+
+def launch_failure(e: Exception, stage: str) -> _Fail:
+    """A kernel call that raised, in `stage`. A JIT (Triton) compiles at the first launch,
+    at the check shape or, when that is not checked, in timing: its compile errors (ptxas
+    out of registers, too much shared memory) are compile failures wherever they surface."""
+    name = type(e).__name__
+    return _Fail("compile" if any(c in name for c in COMPILE_ERRORS) else stage,
+                 f"{name}: {e}")
 
 
 def _copy(arrays: dict, lib: str) -> dict:

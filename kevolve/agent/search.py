@@ -34,6 +34,17 @@ from .types import EvalJob, ProposalContext, Result, Scored
 DEFAULT_DB = os.path.join(".kevolve", "archive.db")
 
 
+REUSED = "[reused: identical generated code]"
+
+
+def reused(prev: Result) -> Result:
+    """Another candidate's result, for a candidate whose generated code is identical, marked
+    as reused once (the result it copies may be a copy already)."""
+    if REUSED in prev.message:
+        return prev
+    return replace(prev, message=f"{prev.message} {REUSED}".strip())
+
+
 @dataclass(frozen=True)
 class SearchConfig:
     op: str
@@ -478,9 +489,7 @@ class Search:
                 continue
             prev = arch.find_run(op_id, self.cfg.backend, self.hardware, rh)
             if prev is not None:
-                self._record(arch, op_id, cand, old.trace_json,
-                             replace(prev, message=(prev.message + " [reused: identical "
-                                                    "generated code]").strip()),
+                self._record(arch, op_id, cand, old.trace_json, reused(prev),
                              rh, done, summ, pop, was=old, add=False)
                 continue
             jobs.append((self.job(old.trace_json, cand, baseline=False, verify=False), rh))
@@ -510,9 +519,7 @@ class Search:
         if prev is not None:
             summ.reused += 1
             arch.add_result(cand, self.hardware, self.cfg.backend, self.toolchain,
-                            replace(prev, message=(prev.message + " [reused: identical "
-                                                   "generated code]").strip()),
-                            rh, self.bench_shape, [0, 1, 2])
+                            reused(prev), rh, self.bench_shape, [0, 1, 2])
             done.add(cand)
             self.on_event("reused", {"candidate": cand})
             return None

@@ -67,13 +67,18 @@ def test_replay_proposer_and_failures_are_recorded(tmp_path):
                                     {"m": "inline", "stage": "e"},
                                     {"m": "compute_at", "stage": "mx", "at": ["y", "i"]},
                                     {"m": "compute_at", "stage": "s", "at": ["y", "i"]}]},
+        # and once more, in a third order
+        {"op": "softmax", "moves": [{"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+                                    {"m": "compute_at", "stage": "mx", "at": ["y", "i"]},
+                                    {"m": "inline", "stage": "e"},
+                                    {"m": "compute_at", "stage": "s", "at": ["y", "i"]}]},
     ]
     path = tmp_path / "traces.json"
     path.write_text(json.dumps(traces))
     s = evolve(cfg(tmp_path, budget=8, proposer="replay",
                    proposer_options={"path": str(path)}))
     assert s.failures.get("legality") == 1
-    assert s.reused >= 1  # reordered moves, identical code: not run twice
+    assert s.reused >= 2  # reordered moves, identical code: not run again
     arch = Archive(str(tmp_path / "a.db"))
     try:
         hist = arch.history("softmax", "cpu")
@@ -81,6 +86,11 @@ def test_replay_proposer_and_failures_are_recorded(tmp_path):
         arch.close()
     verdicts = [h["verdict"] for h in hist]
     assert "legality" in verdicts and "ok" in verdicts
+    with sqlite3.connect(tmp_path / "a.db") as c:
+        notes = [m for (m,) in c.execute("select message from results where message like "
+                                         "'%reused%'")]
+    # a copy of a copy says it is reused once
+    assert len(notes) == s.reused and all(m.count("[reused:") == 1 for m in notes), notes
 
 
 def test_unknown_op_is_a_user_error(tmp_path):

@@ -25,6 +25,8 @@ zeroed outputs, right once), bench_only (right only when
 the output has good_numel elements, else zeros), zeros (computes from all-zero inputs: right
 on zeros, wrong on random data), nan (one NaN in the output), one_off (one element off by
 `delta`), skip_repeat (does nothing when called again on the same buffers: a timing cheat).
+A compiler that fails late: jit_compile_error (every call raises `PTXASError`, as a JIT such
+as Triton does when ptxas fails at a kernel's first launch).
 "none" is the honest CPU kernel.
 """
 
@@ -44,7 +46,12 @@ from kevolve.backends.cpu import CpuBackend
 PROCESS_FAULTS = ("segfault", "hang", "oom", "compile_hang", "sticky_cuda")
 OUTPUT_FAULTS = ("partial", "cached", "modify_inputs", "modify_inputs_when_timed",
                  "accumulate_repeat", "bench_only", "zeros", "nan", "one_off", "skip_repeat")
-MODES = ("none",) + PROCESS_FAULTS + OUTPUT_FAULTS
+LAUNCH_FAULTS = ("jit_compile_error",)
+MODES = ("none",) + PROCESS_FAULTS + OUTPUT_FAULTS + LAUNCH_FAULTS
+
+
+class PTXASError(RuntimeError):
+    """Named as Triton's error for a ptxas failure, which it raises at the first launch."""
 
 
 class FaultyBackend(CpuBackend):
@@ -178,6 +185,9 @@ def _faulty(kernel: Kernel, mode: str, be: FaultyBackend):
                 # holding the arrays keeps their addresses from being reused by the next
                 # (fresh, NaN-poisoned) outputs, which would then be skipped too
                 state["last"], state["held"] = key, (inputs, outputs)
+        elif mode == "jit_compile_error":
+            raise PTXASError("PTXAS error: Internal Triton PTX codegen error\nptxas fatal   : "
+                             "(C7602) Insufficient registers (128) to compile instruction")
         else:  # pragma: no cover - the constructor refuses unknown modes
             raise ValueError(mode)
 
