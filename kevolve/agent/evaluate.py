@@ -402,17 +402,17 @@ class Evaluator:
                                    repeat=repeat))
 
 
-# What Triton raises when it compiles at a kernel's first launch (by name: no triton import)
-COMPILE_ERRORS = ("CompilationError", "OutOfResources", "PTXASError")
+# What Triton raises when it compiles at a kernel's first launch (by class name, theirs or
+# a base's: no triton import)
+COMPILE_ERRORS = frozenset({"CompilationError", "OutOfResources", "PTXASError"})
 
 
 def launch_failure(e: Exception, stage: str) -> _Fail:
     """A kernel call that raised, in `stage`. A JIT (Triton) compiles at the first launch,
     at the check shape or, when that is not checked, in timing: its compile errors (ptxas
     out of registers, too much shared memory) are compile failures wherever they surface."""
-    name = type(e).__name__
-    return _Fail("compile" if any(c in name for c in COMPILE_ERRORS) else stage,
-                 f"{name}: {e}")
+    compile_ = any(c.__name__ in COMPILE_ERRORS for c in type(e).__mro__)
+    return _Fail("compile" if compile_ else stage, f"{type(e).__name__}: {e}")
 
 
 def _copy(arrays: dict, lib: str) -> dict:

@@ -41,3 +41,18 @@ def test_errors_are_classified_by_what_raised_them():
     assert launch_failure(RuntimeError("illegal address"), "timing").stage == "timing"
     f = launch_failure(ValueError("bad"), "correctness")
     assert (f.stage, f.message) == ("correctness", "ValueError: bad")
+
+
+def test_the_names_are_tritons():
+    """The classification goes by class name (no triton import in the evaluator): these
+    are what Triton raises, subclasses included."""
+    pytest.importorskip("triton")
+    from triton.compiler.errors import CompilationError, CompileTimeAssertionFailure
+    from triton.runtime.errors import OutOfResources as TritonOOR
+    from triton.runtime.errors import PTXASError
+
+    for e in (CompilationError("src", None, "bad"), CompileTimeAssertionFailure(None, None, "x"),
+              TritonOOR(294912, 232448, "shared memory"), PTXASError("ptxas fatal")):
+        f = launch_failure(e, "correctness")
+        assert f.stage == "compile", e
+        assert f.message.startswith(type(e).__name__ + ": ")
