@@ -26,9 +26,10 @@ def _timer(gpu: bool, repeat: int):
 def orders(n: int, rounds: int) -> list[list[int]]:
     """The order of the n contestants in each of `rounds` rounds: the rows of a Williams
     design, in which every contestant runs right after every other equally often (once in
-    n rows for even n, twice in 2n rows for odd n). At a GPU's power limit the kernel just
-    before sets the clock the next one starts at (by up to ~15% for a GEMM on the H200),
-    so a fixed order would favour whoever always follows a light kernel."""
+    n rows for even n, twice in 2n rows for odd n). At a GPU's power limit what ran just
+    before sets the clock a kernel starts at (a GEMM's single timings on the H200 differed
+    by up to ~15% with what preceded them), so a fixed order would favour whoever always
+    follows a light kernel."""
     if n == 0:
         return [[] for _ in range(rounds)]
     first, lo, hi = [0], 1, n - 1
