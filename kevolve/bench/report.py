@@ -68,18 +68,37 @@ def _f(x, p=3) -> str:
     return "-" if x is None else f"{x:.{p}g}" if isinstance(x, float) else html.escape(str(x))
 
 
+def ratio(x) -> str:
+    """A speedup or ratio to three decimals: 1.005 is not 1 where spreads are 0.6%."""
+    return "-" if x is None else f"{x:.3f}"
+
+
+def spreads(row: dict) -> str:
+    """torch.compile's and kevolve's spreads over the rounds, in %: whether a difference
+    between the two is larger than the run-to-run noise."""
+    def pct(x):
+        return "-" if x is None else f"{100 * x:.1f}%"
+    return f"{pct(row.get('compile_spread'))} / {pct(row.get('kevolve_spread'))}"
+
+
 def render_html(res: dict) -> str:
-    cols = [("op", "op"), ("floor ms", "floor_ms"), ("eager ms", "eager_ms"),
-            ("compile ms", "compile_ms"), ("kevolve ms", "kevolve_ms"),
-            ("x eager", "speedup_eager"), ("x compile", "speedup_compile"),
-            ("% floor", "pct_floor"), ("spread", "kevolve_spread"),
-            ("searched", "searched"), ("within 5% at", "within_5pct_at"),
-            ("bare matmul / kevolve", "bare_over_kevolve"), ("verdict", "kevolve_verdict")]
+    def get(key):
+        return lambda r: _f(r.get(key))
+
+    def rat(key):
+        return lambda r: ratio(r.get(key))
+    cols = [("op", get("op")), ("floor ms", get("floor_ms")), ("eager ms", get("eager_ms")),
+            ("compile ms", get("compile_ms")), ("kevolve ms", get("kevolve_ms")),
+            ("x eager", rat("speedup_eager")), ("x compile", rat("speedup_compile")),
+            ("spread compile / kevolve", spreads), ("% floor", get("pct_floor")),
+            ("searched", get("searched")), ("within 5% at", get("within_5pct_at")),
+            ("bare matmul / kevolve", rat("bare_over_kevolve")),
+            ("verdict", get("kevolve_verdict"))]
     extra = sorted({k[:-3] for r in res["rows"] for k in r if k.endswith("_ms")} -
                    {"floor", "eager", "compile", "kevolve", "bare_matmul"})
-    cols += [(f"{b} ms", f"{b}_ms") for b in extra]
+    cols += [(f"{b.replace('_', ' ')} ms", get(f"{b}_ms")) for b in extra]
     head = "".join(f"<th>{html.escape(c)}</th>" for c, _ in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_f(r.get(k))}</td>" for _, k in cols) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{cell(r)}</td>" for _, cell in cols) + "</tr>"
                    for r in res["rows"])
     try:
         charts = "".join(f"<h2>{html.escape(t)}</h2><img src='{src}'/>"
@@ -97,7 +116,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px;te
 the same run: copy {_f(c.get('copy_bytes_per_s', 0) / 1e9)} GB/s, matmul
 {_f(c.get('matmul_flops', 0) / 1e12)} TFLOP/s. {_protocol(res)} Geomean speedup over
 torch.compile:
-{_f(res.get('geomean_speedup_compile'))}; over eager: {_f(res.get('geomean_speedup_eager'))}.
+{ratio(res.get('geomean_speedup_compile'))}; over eager: {ratio(res.get('geomean_speedup_eager'))}.
 Toolchain: {html.escape(json.dumps(res.get('toolchain', {})))}</p>
 <table><tr>{head}</tr>{body}</table>{charts}</body></html>"""
 

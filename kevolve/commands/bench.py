@@ -34,8 +34,9 @@ def _progress(row: dict, partial: dict, out_dir: str) -> None:
               "and report the fastest there: archive times may come from older generated "
               "code, and one timing each favours the lucky.")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Interleaved timing rounds (eager, torch.compile, kevolve, ... in turn); "
-              "times are medians over rounds, spreads (max - min) / median.")
+              help="Interleaved timing rounds (eager, torch.compile, kevolve, ... in turn, "
+              "the order changing from round to round); times are medians over rounds, "
+              "spreads (max - min) / median.")
 @click.option("--out", "out_dir", default="bench-out", show_default=True)
 @click.option("--db", default=None, help="Archive path (default .kevolve/archive.db).")
 @click.option("--workers", type=int, default=1, show_default=True)
@@ -70,8 +71,8 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
 
     t = Table(title=f"kevolve bench --suite {suite} --backend {backend_name} "
               f"({res['hardware']})")
-    cols = ("op", "eager ms", "compile ms", "kevolve ms", "x eager", "x compile", "% floor",
-            "verdict")
+    cols = ("op", "eager ms", "compile ms", "kevolve ms", "x eager", "x compile",
+            "spread compile / kevolve", "% floor", "verdict")
     for c in cols:
         t.add_column(c)
 
@@ -79,9 +80,9 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
         return "-" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
     for r in res["rows"]:
         t.add_row(r["op"], f(r.get("eager_ms")), f(r.get("compile_ms")),
-                  f(r.get("kevolve_ms")), f(r.get("speedup_eager")),
-                  f(r.get("speedup_compile")), f(r.get("pct_floor")),
-                  r.get("kevolve_verdict", "-"))
+                  f(r.get("kevolve_ms")), report.ratio(r.get("speedup_eager")),
+                  report.ratio(r.get("speedup_compile")), report.spreads(r),
+                  f(r.get("pct_floor")), r.get("kevolve_verdict", "-"))
     console().print(t)
     for r in res["rows"]:
         other = [c for c in r.get("contenders") or [r] if c.get("same_code", c.get(
@@ -91,5 +92,5 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
                  "generated code (another shape, kevolve, template or toolchain); `kevolve "
                  f"evolve {r['op']} --backend {backend_name} --budget 0 --refresh N` measures "
                  "the N fastest again")
-    echo(f"geomean x compile {f(res.get('geomean_speedup_compile'))}, x eager "
-         f"{f(res.get('geomean_speedup_eager'))}; wrote {rj} and {rh}")
+    echo(f"geomean x compile {report.ratio(res.get('geomean_speedup_compile'))}, x eager "
+         f"{report.ratio(res.get('geomean_speedup_eager'))}; wrote {rj} and {rh}")

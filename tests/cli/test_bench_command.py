@@ -53,3 +53,7 @@ def test_bench_from_archive_retimes_the_top_contenders(tmp_path):
     assert row["kevolve_spread"] >= 0 and row["eager_spread"] >= 0
     html = (out / "report.html").read_text()
     assert "softmax" in html and "<img" in html and "2 interleaved rounds" in html
+    # both spreads, in %, beside the speedups (no torch.compile here: its is "-")
+    assert "<th>spread compile / kevolve</th>" in html
+    assert f"<td>- / {100 * row['kevolve_spread']:.1f}%</td>" in html
+    assert f"<td>{row['speedup_eager']:.3f}</td>" in html
