@@ -150,6 +150,8 @@ def _faulty(kernel: Kernel, mode: str, be: FaultyBackend):
             honest(inputs, outputs, params)
             key = tuple(a.ctypes.data for a in inputs.values())
             state["calls"][key] = state["calls"].get(key, 0) + 1
+            if state["calls"][key] == 1:  # held, so its addresses are not reused (as below)
+                state.setdefault("kept", []).append(inputs)
             if state["calls"][key] > 1:
                 first_float_input(inputs).reshape(-1)[0] += 1.0
         elif mode == "accumulate_repeat":
