@@ -261,6 +261,25 @@ def _guarded(method):
 
 # --- the archive ---------------------------------------------------------------------------
 
+def _wal(conn: sqlite3.Connection, timeout_s: float = BUSY_TIMEOUT_S) -> None:
+    """Put the file in WAL mode, waiting up to `timeout_s` for other processes. SQLite
+    answers a switch that meets another connection's switch or commit with "database is
+    locked" at once, without its busy handler (the two would deadlock), so two processes
+    creating one archive at the same moment need this loop: when the other has switched,
+    the mode is already WAL."""
+    deadline, pause = time.monotonic() + timeout_s, 0.001
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(2 * pause, 0.05)
+
+
 class Archive:
     """An open archive. `Archive(path)` creates the file (and its folder) when missing
     unless create=False; readonly=True never writes (an older schema is migrated in memory).
@@ -295,8 +314,7 @@ class Archive:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
             self._validate(conn)  # before anything that writes (journal_mode does)
-            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
+            _wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
             if self._needs_migration(conn):
                 conn.execute("BEGIN IMMEDIATE")
