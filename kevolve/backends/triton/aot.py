@@ -98,7 +98,7 @@ def compile_aot(source: KernelSource, target: str, keep_asm: bool = False,
     sgpr_spill_count, lds (group segment bytes), scratch (private segment bytes), occupancy.
     `keep_asm` adds the texts. `ptxas` is the triton backend's option of that name; cuda
     results also carry `ptxas_version`."""
-    from . import load_module, require_triton
+    from . import TritonBackend, load_module, require_triton
 
     triton = require_triton(interpret=False)
     from triton.compiler import ASTSource
@@ -106,7 +106,11 @@ def compile_aot(source: KernelSource, target: str, keep_asm: bool = False,
     if source.backend != "triton":
         raise ValueError(f"compile_aot takes Triton sources, not {source.backend!r}")
     tgt = gpu_target(target)
-    chosen = choose_ptxas(ptxas) if tgt.backend == "cuda" else None
+    ptxas_version = None
+    if tgt.backend == "cuda":  # the ptxas a run would use, settled as the backend does
+        be = TritonBackend(ptxas=ptxas)
+        be.configure_process()
+        ptxas_version = be.toolchain().get("ptxas")
     plan = source.meta["plan"]
     mod = load_module(source, False)
     out = {}
@@ -123,25 +127,14 @@ def compile_aot(source: KernelSource, target: str, keep_asm: bool = False,
                 "shared": int(ck.metadata.shared)}
         if tgt.backend == "cuda":
             info.update(ptxas_info(ck.asm["ptx"]))
-            if chosen:
-                info["ptxas_version"] = chosen[1]
+            if ptxas_version:
+                info["ptxas_version"] = ptxas_version
         else:
             info.update(amdgcn_info(ck.asm["amdgcn"]))
         if keep_asm:
             info["text"] = {kind: v for kind, v in ck.asm.items() if isinstance(v, str)}
         out[k.name] = info
     return out
-
-
-def choose_ptxas(choice: str) -> tuple[str, str] | None:
-    """Settle the process's ptxas as the triton backend would (see ptxas.use):
-    (path, version), or None when none is found."""
-    from . import ptxas
-
-    got = ptxas.resolve(choice)
-    if got:
-        ptxas.use(got[0])
-    return got
 
 
 def ptxas_path() -> str:
