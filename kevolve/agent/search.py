@@ -85,6 +85,7 @@ class Summary:
     failed: int = 0
     failures: Counter = field(default_factory=Counter)
     reused: int = 0  # identical generated code: result reused, not re-run
+    skipped: Counter = field(default_factory=Counter)  # proposals over the device's limits
     remeasured: int = 0  # stale results measured again (not counted in evaluated)
     remeasure_failed: int = 0  # of those, the ones that no longer pass
     best: Scored | None = None
@@ -104,7 +105,8 @@ class Summary:
         return {"op": self.op, "backend": self.backend, "hardware": self.hardware,
                 "evaluated": self.evaluated, "failed": self.failed,
                 "failures": dict(self.failures), "reused": self.reused,
-                "remeasured": self.remeasured, "remeasure_failed": self.remeasure_failed,
+                "skipped": dict(self.skipped), "remeasured": self.remeasured,
+                "remeasure_failed": self.remeasure_failed,
                 "best_time_ms": b.result.time_ms if b else None,
                 "baseline_ms": self.baseline_ms, "default_ms": self.default_ms,
                 "speedup": self.speedup,
@@ -362,7 +364,7 @@ class Search:
         os.makedirs(os.path.dirname(os.path.abspath(cfg.db)), exist_ok=True)
         arch = Archive(cfg.db)
         summ = Summary(cfg.op, cfg.backend, self.hardware)
-        pool = pop = None
+        pool = pop = proposer = None
         try:
             _sound(arch)  # before the first write: a damaged file is refused, not extended
             op_id = arch.op_id(self.op)
@@ -372,6 +374,7 @@ class Search:
                 for k, v in ceilings.items():
                     arch.set_ceiling(self.hardware, k, v)
             self.ceilings = ceilings
+            limits = self.backend.limits() if self.gpu else {}
             pop = Population(self.rng)
             done = arch.evaluated(op_id, cfg.backend, self.hardware)
             default = self.default_json
@@ -424,7 +427,7 @@ class Search:
                         cfg.op, op_text(self.op), cfg.backend, asdict(self.backend.caps),
                         default, parents, pop.best, len(done),
                         self.rng.randrange(1 << 30), self.bench_dims, self.gpu, ceilings,
-                        self._similar(arch) if cfg.proposer == "claude" else ())
+                        self._similar(arch) if cfg.proposer == "claude" else (), limits)
                     got = proposer.propose(ctx, n)
                     props = [(p.trace_json, p.note, p.parent_id) for p in got]
                     pname = proposer.name
@@ -459,6 +462,8 @@ class Search:
                 pool.close()
             summ.best = pop.best if pop is not None else None
             summ.seconds = time.time() - t0
+            summ.skipped = Counter({k: v for k, v in getattr(proposer, "skipped", {}).items()
+                                    if k.startswith("resources.")})
             arch.close()
         return summ
 

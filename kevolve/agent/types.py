@@ -90,6 +90,7 @@ class ProposalContext:
     gpu: bool = False
     ceilings: dict = field(default_factory=dict)  # measured copy bytes/s, matmul FLOP/s
     similar: tuple[Scored, ...] = ()  # best traces of similar ops (a growing skill library)
+    limits: dict = field(default_factory=dict)  # the device's per-program limits (Backend.limits)
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,17 @@ class Backend:
         """Process-wide settings this backend's builds need, made before anything compiles
         (the bench calls it before torch.compile runs)."""
 
+    def usage(self, plan: Plan) -> tuple:
+        """Estimated per-program needs of the plan's kernels (resources.Usage), which
+        proposers hold against `limits()` to skip what cannot compile or would spill.
+        Empty where this backend makes no estimate."""
+        return ()
+
+    def limits(self) -> dict:
+        """This machine's per-program limits for `usage` (`shared_bytes`,
+        `registers_per_thread`); empty where unknown or no device is present."""
+        return {}
+
 
 def check_caps(backend: Backend, sched: Schedule, plan: Plan) -> None:
     caps = backend.caps

@@ -112,6 +112,10 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
     again = {"re-measured": f"{summ.remeasured}" + (f" ({summ.remeasure_failed} failed)"
                                                     if summ.remeasure_failed else "")
              } if summ.remeasured else {}
+    # and one for proposals skipped before evaluation, over the device's limits
+    if summ.skipped:
+        again["skipped"] = ", ".join(f"{v} {k.split('.', 1)[1]}"
+                                     for k, v in sorted(summ.skipped.items()))
     for col in ("hardware", "evaluated", "failed", "reused", *again, "torch eager ms",
                 "default ms", "best ms", "speedup vs eager"):
         t.add_column(col)

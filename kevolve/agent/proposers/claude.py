@@ -8,10 +8,11 @@ plain JSON Schema: `{"traces": [{"moves": [...], "decisions": {...}, "reason": "
 
 Security: the model never writes code. Each proposed trace is rebuilt from its moves by
 `Trace.from_dict`, replayed with `apply_trace`, lowered and checked against the backend's
-caps here, and only the canonical `Trace.to_json()` of a trace that passed leaves this
-module; kevolve's templates write all source from it. Anything else in the answer (text
-blocks, unknown keys such as "code", a string where moves belong) is rejected with a
-structured error, and the model's `reason` is kept only as a note in the archive.
+caps and the device's limits here (`check.prove`), and only the canonical
+`Trace.to_json()` of a trace that passed leaves this module; kevolve's templates write all
+source from it. Anything else in the answer (text blocks, unknown keys such as "code", a
+string where moves belong) is rejected with a structured error, and the model's `reason`
+is kept only as a note in the archive.
 
 An invalid answer is sent back in a follow-up turn (a `tool_result` with `is_error: true`
 carrying the MoveError dicts) at most `max_retries` times; after that, or on an API error,
@@ -25,9 +26,10 @@ import os
 import re
 from dataclasses import asdict, is_dataclass, replace
 
-from ...schedule import MoveError, Trace, apply_trace, lower
+from ...schedule import MoveError, Trace
 from ...schedule.moves import MOVES, json_schema
 from ..types import Proposal, ProposalContext, Result, Scored
+from .check import prove
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 TOOL = "propose_schedules"
@@ -190,6 +192,10 @@ def build_prompt(ctx: ProposalContext, n: int, notes: str = "") -> tuple[str, st
     if ceil:
         parts.append("# Measured hardware ceilings\n" + json.dumps(
             {k: _num(v) for k, v in ceil.items()}, sort_keys=True))
+    if ctx.limits:
+        parts.append("# Per-program limits of this device (a trace whose estimated shared "
+                     "memory or accumulator registers exceed them is rejected)\n"
+                     + json.dumps(ctx.limits, sort_keys=True))
     parts.append("# Move grammar (the tool's JSON Schema has the exact argument types)\n"
                  + grammar_text())
     parts.append("# Default schedule\n" + json.dumps(_trace_body(ctx.default_trace_json)))
@@ -394,8 +400,8 @@ class ClaudeProposer:
         return out, errors, [c.id for c in calls]
 
     def _check(self, item, op, ctx: ProposalContext) -> Trace:
-        """A trace from one answer item, proven legal for this op, shape class and backend.
-        Raises MoveError for anything else."""
+        """A trace from one answer item, proven legal for this op, shape class and backend,
+        and within the device's limits. Raises MoveError for anything else."""
         if not isinstance(item, dict):
             raise MoveError(None, "schema.not_object", "each trace must be a JSON object",
                             '{"moves": [...], "decisions": {}, "reason": "..."}')
@@ -409,10 +415,8 @@ class ClaudeProposer:
             raise MoveError(None, "schema.moves", "a trace needs moves", "")
         t = Trace.from_dict({"version": 1, "op": op.name, "moves": item["moves"],
                              "decisions": item.get("decisions") or {}})
-        sched = apply_trace(op, t)
-        dims = ctx.bench_dims or self._dims(ctx)
-        plan = lower(sched, dims)
-        self._backend(ctx.backend).check(sched, plan)
+        prove(op, t, ctx.bench_dims or self._dims(ctx), self._backend(ctx.backend),
+              ctx.limits)
         return t
 
     # -- helpers -----------------------------------------------------------------------

@@ -3,16 +3,20 @@
 Rules read the parent's diagnostics: spills or a failed compile shrink tiles; low achieved
 bandwidth widens them or adds rows per program; a looped softmax-style sum tries the online
 strategy; otherwise a random mutation or a crossover of two same-structure parents.
-Every proposal is lowered here first, so illegal ones never reach a worker."""
+Every proposal is lowered here first and checked against the backend and the device's
+limits (`check.prove`), so illegal ones, and ones that could not compile or would spill,
+never reach a worker."""
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 from ...ops import LIBRARY
-from ...schedule import MoveError, Trace, apply_trace, lower
+from ...schedule import MoveError, Trace
 from ..types import Proposal, ProposalContext
 from . import mutations as mu
+from .check import prove
 
 
 class HeuristicProposer:
@@ -22,13 +26,29 @@ class HeuristicProposer:
         self.rng = random.Random(seed)
         self.attempts = attempts
         self.seen: set[str] = set()
+        self.skipped: Counter = Counter()  # mutations dropped, by MoveError code
+        self._backends: dict = {}
 
-    def _legal(self, op, t: Trace, dims) -> bool:
+    def _legal(self, op, t: Trace, ctx: ProposalContext) -> bool:
         try:
-            lower(apply_trace(op, t), dims)
+            prove(op, t, ctx.bench_dims, self._backend(ctx.backend), ctx.limits)
             return True
-        except (MoveError, NotImplementedError, KeyError, ValueError):
+        except MoveError as e:
+            self.skipped[e.code] += 1
             return False
+        except (NotImplementedError, KeyError, ValueError):
+            return False
+
+    def _backend(self, name: str):
+        """The named backend for its legality layer and estimates; None for a name the
+        registry does not know (a context built for a test), which skips both."""
+        if name not in self._backends:
+            from ...backends.registry import UnknownBackend, get
+            try:
+                self._backends[name] = get(name)
+            except UnknownBackend:
+                self._backends[name] = None
+        return self._backends[name]
 
     def _rules(self, ctx: ProposalContext, parent) -> list[str]:
         """Mutation names worth trying first for this parent, from its diagnostics."""
@@ -101,7 +121,7 @@ class HeuristicProposer:
             if child is None:
                 continue
             key = child.to_json()
-            if key in self.seen or not self._legal(op, child, ctx.bench_dims):
+            if key in self.seen or not self._legal(op, child, ctx):
                 self.seen.add(key)
                 continue
             self.seen.add(key)

@@ -1,0 +1,96 @@
+"""What one program of a plan's kernels will ask of a multiprocessor, estimated before any
+compile, and held against the device's limits.
+
+Why: on the H200, a quarter of the heuristic search's gemm_bias_gelu candidates were spent
+on kernels that could not compile (dot operand tiles over the 227 KiB of shared memory a
+program may have) or spilled their accumulator (2-warp programs on 128x128 tiles, 30-44 ms
+against 0.4). Both follow from the tile sizes, stages and warps alone. These are estimates
+that proposers use to skip a candidate, not a legality layer: a trace given by hand still
+goes to the compiler, whose word is final.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.nodes import Binary, Cast, Load, Reduce
+from ..schedule.errors import MoveError
+from ..schedule.plan import KernelPlan, Plan, Step
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One contraction step's estimated needs, per program."""
+
+    kernel: str
+    stage: str
+    tile: tuple[int, int, int]  # (M, N, K) of the dot
+    stages: int  # pipeline stages of its operand loads
+    shared_bytes: int  # every stage's operand tiles, held in shared memory at once
+    registers: int  # 32-bit registers per thread for the f32 accumulator alone
+
+
+def _operands(st: Step) -> tuple[Load, Load] | None:
+    mul = st.body.body if isinstance(st.body, Reduce) else None
+    if not isinstance(mul, Binary):
+        return None
+    a, b = (x.x if isinstance(x, Cast) else x for x in (mul.a, mul.b))
+    return (a, b) if isinstance(a, Load) and isinstance(b, Load) else None
+
+
+def dot_usage(plan: Plan, stages: int = 3, warps: int = 4, wavefront: int = 32
+              ) -> tuple[Usage, ...]:
+    """Two-dimensional contractions of two different 16-bit inputs, as Triton lowers them
+    on NVIDIA GPUs: each of `stages` shared-memory buffers holds an [M, K] and a [K, N]
+    operand tile (one buffer fewer under 4 warps, where no warpgroup MMA is used), and
+    the [M, N] f32 accumulator is spread over the program's threads. `stages` and `warps`
+    are the backend's defaults where the plan sets none.
+
+    On the H200 this equals the shared memory of every gemm_bias_gelu kernel that
+    compiled and what Triton asked for in every one that did not. Other contractions get
+    no estimate: f32 and mixed operands, a Gram matrix's single operand (dot_interaction)
+    and batched dots are staged differently (a quarter to a third of this count there),
+    and an estimate that is too high would skip good candidates."""
+    out = []
+    for k in plan.kernels:
+        for st in k.steps:
+            ab = _operands(st) if st.strategy == "dot" and k.rank == 2 else None
+            if ab is None or ab[0].buffer is ab[1].buffer or \
+                    {x.buffer.dtype.bits for x in ab} != {16}:
+                continue
+            m, n, kb = _dot_tile(k, st)
+            w = k.num_warps or warps
+            s = k.num_stages or stages
+            bufs = max(1, s if w >= 4 else s - 1)
+            out.append(Usage(k.name, st.stage.name, (m, n, kb), s,
+                             bufs * (m * kb + kb * n) * 2, -(-m * n // (w * wavefront))))
+    return tuple(out)
+
+
+def _dot_tile(k: KernelPlan, st: Step) -> tuple[int, int, int]:
+    sizes: dict[int, int] = {}
+    for lp in k.loops + st.reduce_loops:
+        if lp.role == "block" and lp.pos is not None:
+            sizes[lp.pos] = max(sizes.get(lp.pos, 1), lp.size or 1)
+    kb = max((lp.size or 1) for lp in st.reduce_loops if lp.role == "block")
+    return sizes.get(0, 1), sizes.get(1, 1), kb
+
+
+def check_fits(usage: tuple[Usage, ...], limits: dict) -> None:
+    """Raise MoveError (code `resources.*`) for the first estimate over `limits`:
+    `shared_bytes` (per program) and `registers_per_thread`; an absent limit is not held."""
+    smem, regs = limits.get("shared_bytes"), limits.get("registers_per_thread")
+    for u in usage:
+        tile = "x".join(map(str, u.tile))
+        if smem and u.shared_bytes > smem:
+            raise MoveError(None, "resources.shared_memory",
+                            f"{u.kernel}: step {u.stage!r} pipelines {u.stages} stages of "
+                            f"{tile} dot operand tiles, {u.shared_bytes} bytes of shared "
+                            f"memory, over the device's {smem} per program",
+                            "lower num_stages or split the tile smaller")
+        if regs and u.registers > regs:
+            raise MoveError(None, "resources.registers",
+                            f"{u.kernel}: step {u.stage!r} keeps a {tile} f32 accumulator in"
+                            f" {u.registers} registers per thread, over the device's {regs} "
+                            "(it would spill to local memory)",
+                            "raise num_warps or split the tile smaller")

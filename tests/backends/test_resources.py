@@ -1,0 +1,165 @@
+"""Resource estimates (kevolve.backends.resources) and the proposers' use of them.
+
+The estimate is held against what the H200 did with the committed archive's
+gemm_bias_gelu candidates: ptxas's shared memory for those that compiled, Triton's
+"Required" for those that did not, and the spills of those over 255 registers."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from kevolve.agent.proposers.check import prove
+from kevolve.agent.proposers.heuristic import HeuristicProposer
+from kevolve.agent.types import ProposalContext, Result, Scored
+from kevolve.backends.resources import Usage, check_fits
+from kevolve.backends.triton import TritonBackend
+from kevolve.ir.printer import op_text
+from kevolve.ops import LIBRARY
+from kevolve.schedule import MoveError, Trace, apply_trace, lower
+
+ARCHIVE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "h200-archive.db"
+H200 = {"shared_bytes": 232448, "registers_per_thread": 255}
+GEMM = LIBRARY["gemm_bias_gelu"]
+DIMS = GEMM.dims("gpu")
+
+
+def gemm_trace(bm: int, bn: int, bk: int, warps: int, stages: int) -> Trace:
+    """kevolve's gemm_bias_gelu schedule shape (the H200 ranking's kind), with its numbers."""
+    return Trace.from_dict({
+        "version": 1, "op": "gemm_bias_gelu", "decisions": {"$BM": bm, "$BN": bn, "$BK": bk},
+        "moves": [{"m": "split", "stage": "y", "axis": "i", "size": "$BM", "into": ["io", "ii"]},
+                  {"m": "split", "stage": "y", "axis": "j", "size": "$BN", "into": ["jo", "ji"]},
+                  {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
+                  {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
+                  {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
+                  {"m": "launch", "num_warps": warps, "num_stages": stages, "group_m": 8},
+                  {"m": "compute_at", "stage": "acc", "at": ["y", "jo"]},
+                  {"m": "split", "stage": "acc", "axis": "k", "size": "$BK"}]})
+
+
+def usage_of(trace: Trace, opdef=GEMM, dims=DIMS) -> tuple[Usage, ...]:
+    op = next(v for v in (opdef.op, *opdef.variants.values()) if v.name == trace.op)
+    return TritonBackend().usage(lower(apply_trace(op, trace), dims))
+
+
+def test_the_estimate_counts_stages_of_both_operand_tiles_and_the_accumulator_per_thread():
+    (u,) = usage_of(gemm_trace(128, 256, 64, warps=8, stages=4))
+    assert (u.kernel, u.stage, u.tile, u.stages) == ("k_y", "acc", (128, 256, 64), 4)
+    assert u.shared_bytes == 4 * (128 * 64 + 64 * 256) * 2  # bf16 operands
+    assert u.registers == 128 * 256 // (8 * 32)
+    (u2,) = usage_of(gemm_trace(128, 128, 32, warps=2, stages=3))
+    assert u2.shared_bytes == 2 * (128 * 32 + 32 * 128) * 2  # under 4 warps: a buffer fewer
+    assert u2.registers == 256
+
+
+def test_contractions_triton_stages_differently_get_no_estimate():
+    f32 = LIBRARY["gemm"]  # f32 operands
+    t = Trace.from_dict({**json.loads(gemm_trace(128, 128, 32, 4, 3).to_json()), "op": "gemm"})
+    t = Trace.from_dict({**json.loads(t.to_json()), "moves": [
+        m for m in json.loads(t.to_json())["moves"] if m.get("stage") != "acc"] + [
+        {"m": "split", "stage": "y", "axis": "k", "size": "$BK"}]})
+    assert usage_of(t, f32, f32.dims("gpu")) == ()
+    di = LIBRARY["dot_interaction"]  # a Gram matrix: one operand, loaded once
+    from kevolve.schedule.defaults import default_trace
+    assert usage_of(default_trace(di.op, di.dims("gpu")), di, di.dims("gpu")) == ()
+    sm = LIBRARY["softmax"]  # no contraction at all
+    assert usage_of(default_trace(sm.op, sm.dims("gpu")), sm, sm.dims("gpu")) == ()
+
+
+def test_over_a_limit_is_a_structured_error_that_says_what_to_change():
+    big = usage_of(gemm_trace(128, 512, 64, warps=8, stages=4))
+    with pytest.raises(MoveError) as e:
+        check_fits(big, H200)
+    assert e.value.code == "resources.shared_memory"
+    assert "k_y" in e.value.message and "327680" in e.value.message
+    assert "232448" in e.value.message and "num_stages" in e.value.hint
+    spill = usage_of(gemm_trace(128, 128, 32, warps=2, stages=3))
+    with pytest.raises(MoveError) as e:
+        check_fits(spill, H200)
+    assert e.value.code == "resources.registers" and "256 registers" in e.value.message
+    assert "num_warps" in e.value.hint
+    check_fits(usage_of(gemm_trace(128, 256, 64, warps=8, stages=4)), H200)
+    check_fits(big + spill, {})  # no device: no limits, nothing held
+
+
+def _archived_gemm_results():
+    db = sqlite3.connect(f"file:{ARCHIVE}?mode=ro", uri=True)
+    try:
+        return db.execute(
+            "select c.trace_json, r.verdict, r.message, r.diagnostics from candidates c "
+            "join ops o on o.id = c.op_id join results r on r.candidate_id = c.id "
+            "where o.name = 'gemm_bias_gelu' and r.backend = 'triton'").fetchall()
+    finally:
+        db.close()
+
+
+def test_the_estimate_matches_the_h200s_compiles_of_the_archived_gemm_candidates():
+    compiled = refused = spilled = 0
+    for tj, verdict, message, diag in _archived_gemm_results():
+        t = Trace.from_json(tj)
+        try:
+            (u,) = usage_of(t)
+        except MoveError:  # over the backend's tile limit: never compiled
+            continue
+        d = json.loads(diag)
+        asked = re.search(r"shared memory, Required: (\d+), Hardware limit: (\d+)", message)
+        if asked:  # Triton refused it: the estimate is over the limit too, and not under
+            need, limit = map(int, asked.groups())
+            assert limit == H200["shared_bytes"] and u.shared_bytes >= need > limit, tj
+            refused += 1
+        elif verdict == "ok" and "compiler.shared_bytes" in d:
+            assert u.shared_bytes == d["compiler.shared_bytes"], tj
+            assert u.shared_bytes <= H200["shared_bytes"]
+            compiled += 1
+            if u.registers > H200["registers_per_thread"]:
+                assert d["compiler.spills"] > 0, tj
+                spilled += 1
+    assert compiled >= 100 and refused >= 12 and spilled >= 8  # 118, 13, 8 as committed
+
+
+def _ctx(limits: dict, parents: tuple[Scored, ...]) -> ProposalContext:
+    be = TritonBackend()
+    default = gemm_trace(128, 256, 64, 8, 4).to_json()
+    return ProposalContext("gemm_bias_gelu", op_text(GEMM.op), "triton", asdict(be.caps),
+                           default, parents, parents[0], len(parents), 3, DIMS, True,
+                           {"copy_bytes_per_s": 4.3e12, "matmul_flops": 6.9e14},
+                           limits=limits)
+
+
+def _over(trace_json: str) -> bool:
+    try:
+        check_fits(usage_of(Trace.from_json(trace_json)), H200)
+        return False
+    except MoveError:
+        return True
+
+
+def test_the_heuristic_proposer_skips_what_the_device_could_not_hold():
+    """Parents at the edge of the H200's limits, as in its gemm search: without limits
+    (off a GPU) a good share of the mutations are over them; with them, none, and the
+    skips are counted by reason."""
+    parents = tuple(Scored(gemm_trace(*p).to_json(), Result("ok", time_ms=0.4 + i / 100), i)
+                    for i, p in enumerate([(128, 256, 64, 8, 4), (128, 256, 64, 4, 3),
+                                           (128, 128, 64, 4, 4), (256, 128, 64, 8, 3)]))
+    free = HeuristicProposer(seed=5).propose(_ctx({}, parents), 60)
+    assert sum(_over(p.trace_json) for p in free) >= 5
+    held = HeuristicProposer(seed=5)
+    got = held.propose(_ctx(H200, parents), 60)
+    assert len(got) >= 30 and not any(_over(p.trace_json) for p in got)
+    assert held.skipped["resources.shared_memory"] > 0
+    assert held.skipped["resources.registers"] > 0
+
+
+def test_prove_runs_the_backends_legality_layer_too():
+    """A tile over Triton's element limit is refused before any worker sees it."""
+    op = GEMM.op
+    with pytest.raises(MoveError) as e:
+        prove(op, gemm_trace(1024, 1024, 64, 8, 2), DIMS, TritonBackend(), {})
+    assert e.value.code == "backend.tile_too_large"
+    prove(op, gemm_trace(128, 256, 64, 8, 4), DIMS, TritonBackend(), H200)
