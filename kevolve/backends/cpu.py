@@ -42,7 +42,7 @@ class CpuBackend(Backend):
     name = "cpu"
     # bf16 buffers are float32 on the host (kevolve's convention); stores round to bf16.
     caps = Caps("cpu", dtypes=("f32", "bf16", "i32", "i64"), max_tile_elems=1 << 16,
-                bind_targets=frozenset({"grid"}))
+                bind_targets=frozenset({"grid"}), renders=frozenset({"vectorize", "unroll"}))
 
     def __init__(self, cc: str | None = None, threads: int | None = None):
         self.cc = cc or shutil.which("cc") or shutil.which("gcc") or "cc"

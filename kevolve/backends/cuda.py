@@ -33,7 +33,7 @@ CUDA_CAPS = Caps("cuda", dtypes=("f32", "bf16", "f16", "i32", "i64"),
                  max_tile_elems=1 << 20, max_threads=1024, shared_bytes=48 * 1024,
                  vector_widths=(1, 2, 4, 8), max_warps=64, wavefront=32,
                  bind_targets=frozenset({"grid", "threads"}),
-                 renders=frozenset({"vectorize", "cache"}),
+                 renders=frozenset({"vectorize", "cache", "unroll"}),
                  launch_args=frozenset({"num_warps"}))
 
 

@@ -54,7 +54,7 @@ def _caps(platform: str, wavefront: int, arch: str) -> Caps:
                 max_threads=1024, shared_bytes=shared, vector_widths=(1, 2, 4, 8),
                 max_warps=64, wavefront=wavefront,
                 bind_targets=frozenset({"grid", "threads"}),
-                renders=frozenset({"vectorize", "cache"}),
+                renders=frozenset({"vectorize", "cache", "unroll"}),
                 launch_args=frozenset({"num_warps"}))
 
 

@@ -111,3 +111,32 @@ def test_toggle_persistent_adds_a_program_count_and_takes_it_away():
         off = mu.toggle_persistent(on, rng, triton)
         assert lower(apply_trace(op, off), dims).kernels[0].persistent is None
     assert len(counts) > 1
+
+
+def _triton_source(op, dims, t) -> str:
+    from kevolve.backends.triton import TritonBackend
+    return TritonBackend().render(lower(apply_trace(op, t), dims)).text
+
+
+def test_unroll_and_precision_only_where_they_change_the_code():
+    """On the H200, all 23 unroll and all 10 precision mutations of a gemm_bias_gelu search
+    rendered their parents' code (reused, yet counted against the budget): Triton leaves
+    unrolling to its compiler, and dot_precision applies to f32 operands only."""
+    op, dims, t = _default("gemm_bias_gelu")
+    rng = random.Random(0)
+    triton = _caps("triton")
+    assert all(mu.unroll_loop(t, rng, op, triton) is None for _ in range(8))
+    assert all(mu.toggle_precision(t, rng, triton, op) is None for _ in range(8))
+    # the rule's reason: such moves leave Triton's source as it was
+    moves = mu.moves_of(t)
+    same = mu.rebuild(t, moves + [{"m": "unroll", "stage": "y", "axis": "ii", "factor": 8},
+                                  {"m": "launch", "dot_precision": "tf32x3"}])
+    assert _triton_source(op, dims, same) == _triton_source(op, dims, t)
+    for name in ("cpu", "cuda", "hip", "mtia"):  # the C backends write the pragma
+        u = mu.unroll_loop(t, rng, op, _caps(name))
+        assert u is not None and any(m["m"] == "unroll" for m in mu.moves_of(u)), name
+        lower(apply_trace(op, u), dims)
+    f32op, f32dims, g = _default("gemm")  # f32 operands: the precision is a real choice
+    p = mu.toggle_precision(g, rng, triton, f32op)
+    assert p is not None
+    assert _triton_source(f32op, f32dims, p) != _triton_source(f32op, f32dims, g)

@@ -89,7 +89,7 @@ class HeuristicProposer:
             "constexpr": lambda: mu.toggle_constexpr(t, r, ctx.caps, op),
             "persistent": lambda: mu.toggle_persistent(t, r, ctx.caps),
             "prefetch": lambda: mu.toggle_prefetch(t, r, gpu),
-            "unroll": lambda: mu.unroll_loop(t, r, op),
+            "unroll": lambda: mu.unroll_loop(t, r, op, ctx.caps),
             "split": lambda: mu.split_tile(t, r, op),
         }[name]()
 

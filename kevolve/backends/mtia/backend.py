@@ -51,6 +51,7 @@ def caps_for(m: MachineModel) -> MtiaCaps:
                     vector_widths=tuple(w for w in (1, 2, 4, 8, 16, 32, 64)
                                         if w <= m.vector_lanes),
                     max_warps=1 << 30, bind_targets=frozenset({"grid"}),
+                    renders=frozenset({"vectorize", "unroll"}),
                     num_pes=m.num_pes, local_bytes=m.local_bytes, dma_align=m.dma_align,
                     vector_lanes=m.vector_lanes)
 

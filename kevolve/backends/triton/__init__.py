@@ -65,9 +65,8 @@ class TritonBackend(Backend):
 
     def usage(self, plan) -> tuple:
         """Triton pipelines each dot's operand loads through `num_stages` shared-memory
-        buffers (3 by default) and keeps the accumulator in registers: on the H200 the
-        estimate equals the shared memory ptxas reported for every gemm_bias_gelu kernel
-        that compiled, and is at least what Triton asked for in every one that did not."""
+        buffers (3 by default) and keeps the accumulator in registers (resources.dot_usage
+        says how close that comes on the H200)."""
         return dot_usage(plan, stages=3, warps=4, wavefront=self.caps.wavefront)
 
     def limits(self) -> dict:
