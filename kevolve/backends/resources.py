@@ -46,13 +46,13 @@ def dot_usage(plan: Plan, stages: int = 3, warps: int = 4, wavefront: int = 32
     used), and the [M, N] f32 accumulator is spread over the program's threads. `stages`
     and `warps` are the backend's defaults where the plan sets none.
 
-    Of the 230 gemm_bias_gelu kernels the H200 compiled, the estimate is never over the
-    limit and equals ptxas's figure for all but two with 16-wide K tiles (a third more
-    there); of the 14 Triton refused, it is at least what Triton asked for in all but one
-    32-warp program (64 KiB more). Other contractions get no estimate: f32 and mixed
-    operands, a Gram matrix's single operand (dot_interaction) and batched dots are
-    staged differently (a quarter to a third of this count there), and an estimate that
-    is too high would skip good candidates."""
+    Of the 289 gemm_bias_gelu kernels the H200 compiled, the estimate is never over the
+    limit and equals ptxas's figure for all but those with 16-wide K tiles (a third more
+    there); of the 15 Triton refused, it is at least what Triton asked for in all but two
+    persistent 32-warp programs with K compiled in (64 KiB more). Other contractions get
+    no estimate: f32 and mixed operands, a Gram matrix's single operand (dot_interaction)
+    and batched dots are staged differently (a quarter to a third of this count there),
+    and an estimate that is too high would skip good candidates."""
     out = []
     for k in plan.kernels:
         for st in k.steps:
