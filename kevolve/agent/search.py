@@ -374,7 +374,7 @@ class Search:
                 for k, v in ceilings.items():
                     arch.set_ceiling(self.hardware, k, v)
             self.ceilings = ceilings
-            limits = self.backend.limits() if self.gpu else {}
+            limits = self.backend.limits()  # empty where no device is present
             pop = Population(self.rng)
             done = arch.evaluated(op_id, cfg.backend, self.hardware)
             default = self.default_json

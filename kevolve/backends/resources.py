@@ -1,12 +1,13 @@
 """What one program of a plan's kernels will ask of a multiprocessor, estimated before any
 compile, and held against the device's limits.
 
-Why: on the H200, a quarter of the heuristic search's gemm_bias_gelu candidates were spent
-on kernels that could not compile (dot operand tiles over the 227 KiB of shared memory a
-program may have) or spilled their accumulator (2-warp programs on 128x128 tiles, 30-44 ms
-against 0.4). Both follow from the tile sizes, stages and warps alone. These are estimates
-that proposers use to skip a candidate, not a legality layer: a trace given by hand still
-goes to the compiler, whose word is final.
+Why: in one H200 search, 12 of the heuristic proposer's 34 evaluated gemm_bias_gelu
+candidates were kernels that could not compile (dot operand tiles over the 227 KiB of
+shared memory a program may have, or over the tile limit) or spilled their accumulator
+(2-warp programs on 128x128 tiles and larger, 30-44 ms against 0.4). Both follow from the
+tile sizes, stages and warps alone. These are estimates that proposers use to skip a
+candidate, not a legality layer: a trace given by hand still goes to the compiler, whose
+word is final.
 """
 
 from __future__ import annotations

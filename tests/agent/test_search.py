@@ -216,3 +216,38 @@ def test_evolve_refresh_on_the_command_line(tmp_path):
     _age(db, _fastest_ok(db)[0], 1e-3)
     r = CliRunner().invoke(main, table, env={"COLUMNS": "200"})
     assert r.exit_code == 0 and "re-measured" in r.output, r.output
+
+
+def test_proposals_over_the_devices_limits_are_skipped_and_counted(tmp_path, monkeypatch):
+    """The search hands the backend's limits to its proposer, which never sends a worker a
+    trace whose estimate is over them; the skips reach the summary and its JSON. A fake
+    estimate on the cpu backend (the real ones need a GPU): a program's widest block tile,
+    at 4 bytes an element, against a limit between the smallest and the largest tried."""
+    from kevolve.backends.cpu import CpuBackend
+    from kevolve.backends.resources import Usage
+    from kevolve.ops import LIBRARY
+    from kevolve.schedule import apply_trace, lower
+
+    def widest(plan) -> int:
+        return max((lp.size or 1) for k in plan.kernels for lp in k.loops
+                   if lp.role == "block") if any(
+            lp.role == "block" for k in plan.kernels for lp in k.loops) else 1
+
+    def usage(self, plan):
+        w = widest(plan)
+        return (Usage(plan.kernels[0].name, "y", (1, w, 1), 1, 4 * w, 1),)
+
+    limit = 4 * 64  # the default trace: a whole 50-wide row in a 64 tile
+    monkeypatch.setattr(CpuBackend, "usage", usage)
+    monkeypatch.setattr(CpuBackend, "limits", lambda self: {"shared_bytes": limit})
+    s = evolve(cfg(tmp_path, budget=12, seed=3))
+    assert s.skipped["resources.shared_memory"] > 0
+    assert s.to_json()["skipped"] == dict(s.skipped)
+    opdef = LIBRARY["softmax"]
+    dims = opdef.dims("small")
+    with sqlite3.connect(str(tmp_path / "a.db")) as c:
+        rows = c.execute("select trace_json, proposer from candidates").fetchall()
+    proposed = [Trace.from_json(tj) for tj, who in rows if who == "heuristic"]
+    assert proposed
+    for t in proposed:  # seeds (the default trace) are not proposals
+        assert 4 * widest(lower(apply_trace(opdef.op, t), dims)) <= limit, t.to_json()
