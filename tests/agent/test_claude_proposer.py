@@ -379,3 +379,38 @@ def test_evolve_with_claude_on_the_fake_transport(tmp_path):
     assert by["claude->heuristic"] and all("claude fell back to heuristic" in n and
                                            "schema.moves" in n for n, _ in by["claude->heuristic"])
     assert not any("__global__" in tj for _, _, tj in rows)
+
+
+def _gemm_moves(bm: int, bn: int, bk: int, warps: int, stages: int) -> dict:
+    return {"decisions": {"$BM": bm, "$BN": bn, "$BK": bk}, "reason": "bigger tiles",
+            "moves": [
+                {"m": "split", "stage": "y", "axis": "i", "size": "$BM", "into": ["io", "ii"]},
+                {"m": "split", "stage": "y", "axis": "j", "size": "$BN", "into": ["jo", "ji"]},
+                {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
+                {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
+                {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
+                {"m": "launch", "num_warps": warps, "num_stages": stages},
+                {"m": "compute_at", "stage": "acc", "at": ["y", "jo"]},
+                {"m": "split", "stage": "acc", "axis": "k", "size": "$BK"}]}
+
+
+def test_a_trace_over_the_devices_limits_is_fed_back_and_counted():
+    """On a GPU the prompt names the device's limits, and a trace whose estimate is over
+    them is refused like an illegal one: the model reads the numbers and what to change."""
+    gemm = LIBRARY["gemm_bias_gelu"]
+    caps = asdict(get_backend("triton").caps)
+    limits = {"registers_per_thread": 255, "shared_bytes": 232448}
+    ctx = ProposalContext("gemm_bias_gelu", op_text(gemm.op), "triton", caps,
+                          default_trace(gemm.op, gemm.dims("gpu")).to_json(), (), None, 0, 1,
+                          gemm.dims("gpu"), True, {}, (), limits)
+    over, fits = _gemm_moves(128, 512, 64, 8, 4), _gemm_moves(128, 256, 64, 8, 4)
+    api = FakeAPI(tool_answer({"traces": [over]}, n=1), tool_answer({"traces": [fits]}, n=2))
+    p = proposer(api)
+    (prop,) = p.propose(ctx, 1)
+    assert json.loads(prop.trace_json)["decisions"]["$BN"] == 256 and not p.fell_back
+    assert "Per-program limits" in api.requests[0]["messages"][0]["content"]
+    assert "232448" in api.requests[0]["messages"][0]["content"]
+    (err,) = json.loads(_follow_up_result(api.requests[1])["content"])["errors"]
+    assert err["code"] == "resources.shared_memory" and "327680" in err["message"]
+    assert "num_stages" in err["hint"]
+    assert p.skipped["resources.shared_memory"] == 1

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from dataclasses import asdict, is_dataclass, replace
 
 from ...schedule import MoveError, Trace
@@ -286,6 +287,13 @@ class ClaudeProposer:
         self.fell_back = False
         self.fallback_reason = ""
         self.last_errors: list[dict] = []  # the errors of the last rejected answer
+        self._rejected: Counter = Counter()  # the model's traces refused, by MoveError code
+
+    @property
+    def skipped(self) -> Counter:
+        """Traces refused before evaluation, by code: the model's and, after a fall-back,
+        the heuristic's (the search reports the `resources.*` ones)."""
+        return self._rejected + self._heuristic.skipped
 
     # -- the interface -----------------------------------------------------------------
     def propose(self, ctx: ProposalContext, n: int) -> list[Proposal]:
@@ -371,6 +379,7 @@ class ClaudeProposer:
                     t = self._check(item, op, ctx)
                 except MoveError as e:
                     errors.append(_err(i, e))
+                    self._rejected[e.code] += 1
                     continue
                 except Exception as e:  # lowering met something it does not support
                     errors.append(_err(i, {"move_index": None, "code": "semantics.unsupported",
