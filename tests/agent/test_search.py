@@ -218,36 +218,68 @@ def test_evolve_refresh_on_the_command_line(tmp_path):
     assert r.exit_code == 0 and "re-measured" in r.output, r.output
 
 
-def test_proposals_over_the_devices_limits_are_skipped_and_counted(tmp_path, monkeypatch):
-    """The search hands the backend's limits to its proposer, which never sends a worker a
-    trace whose estimate is over them; the skips reach the summary and its JSON. A fake
-    estimate on the cpu backend (the real ones need a GPU): a program's widest block tile,
-    at 4 bytes an element, against a limit between the smallest and the largest tried."""
+def _loops(plan) -> int:
+    return sum(len(k.loops) + sum(len(st.reduce_loops) for st in k.steps)
+               for k in plan.kernels)
+
+
+def _fake_limits(monkeypatch) -> callable:
+    """A fake estimate on the cpu backend (the real ones need a GPU): a plan is over the
+    limit when it has more loops than softmax's default plan at the small shape (a split,
+    rows per program, a looped reduction), so about half the mutations are. Returns the
+    test `over(plan)`."""
     from kevolve.backends.cpu import CpuBackend
     from kevolve.backends.resources import Usage
     from kevolve.ops import LIBRARY
-    from kevolve.schedule import apply_trace, lower
+    from kevolve.schedule import apply_trace, default_trace, lower
 
-    def widest(plan) -> int:
-        return max((lp.size or 1) for k in plan.kernels for lp in k.loops
-                   if lp.role == "block") if any(
-            lp.role == "block" for k in plan.kernels for lp in k.loops) else 1
+    sm = LIBRARY["softmax"]
+    base = _loops(lower(apply_trace(sm.op, default_trace(sm.op, sm.dims("small"))),
+                        sm.dims("small")))
+
+    def over(plan) -> bool:
+        return _loops(plan) > base
 
     def usage(self, plan):
-        w = widest(plan)
-        return (Usage(plan.kernels[0].name, "y", (1, w, 1), 1, 4 * w, 1),)
+        return (Usage(plan.kernels[0].name, "y", (1, 1, 1), 1, 2 if over(plan) else 1, 1),)
 
-    limit = 4 * 64  # the default trace: a whole 50-wide row in a 64 tile
     monkeypatch.setattr(CpuBackend, "usage", usage)
-    monkeypatch.setattr(CpuBackend, "limits", lambda self: {"shared_bytes": limit})
+    monkeypatch.setattr(CpuBackend, "limits", lambda self: {"shared_bytes": 1})
+    return over
+
+
+def test_proposals_over_the_devices_limits_are_skipped_and_counted(tmp_path, monkeypatch):
+    """The search hands the backend's limits to its proposer, which never sends a worker a
+    trace whose estimate is over them; the skips reach the summary and its JSON."""
+    from kevolve.ops import LIBRARY
+    from kevolve.schedule import apply_trace, lower
+
+    over = _fake_limits(monkeypatch)
     s = evolve(cfg(tmp_path, budget=12, seed=3))
     assert s.skipped["resources.shared_memory"] > 0
     assert s.to_json()["skipped"] == dict(s.skipped)
-    opdef = LIBRARY["softmax"]
-    dims = opdef.dims("small")
+    sm = LIBRARY["softmax"]
     with sqlite3.connect(str(tmp_path / "a.db")) as c:
         rows = c.execute("select trace_json, proposer from candidates").fetchall()
     proposed = [Trace.from_json(tj) for tj, who in rows if who == "heuristic"]
-    assert proposed
+    assert proposed  # the mutations within the limit still run
     for t in proposed:  # seeds (the default trace) are not proposals
-        assert 4 * widest(lower(apply_trace(opdef.op, t), dims)) <= limit, t.to_json()
+        assert not over(lower(apply_trace(sm.op, t), sm.dims("small"))), t.to_json()
+
+
+def test_evolve_shows_the_proposals_skipped_over_the_devices_limits(tmp_path, monkeypatch):
+    """`kevolve evolve` adds a skipped column, by reason, only when there were skips."""
+    from click.testing import CliRunner
+
+    from kevolve.cli import main
+
+    args = ["evolve", "softmax", "--backend", "cpu", "--budget", "8", "--shape", "small",
+            "--threads", "1", "--db", str(tmp_path / "a.db")]
+    r = CliRunner().invoke(main, args, env={"COLUMNS": "240"})
+    assert r.exit_code == 0, r.output
+    assert "skipped" not in r.output  # no limits, no column
+    _fake_limits(monkeypatch)
+    args[-1] = str(tmp_path / "b.db")
+    r = CliRunner().invoke(main, args, env={"COLUMNS": "240"})
+    assert r.exit_code == 0, r.output
+    assert "skipped" in r.output and "shared_memory" in r.output, r.output

@@ -156,27 +156,3 @@ def test_demo_on_a_small_preset(runner):
 def test_demo_unknown_preset_is_a_user_error(runner):
     err = assert_one_paragraph_error(runner.invoke(main, ["demo", "--preset", "huge"]))
     assert "huge" in err
-
-
-def test_evolve_shows_the_proposals_skipped_over_the_devices_limits(tmp_path, monkeypatch):
-    """A column only when there were skips, by reason (a fake estimate on the cpu backend,
-    whose real limits are empty: see tests/agent/test_search.py)."""
-    from kevolve.backends.cpu import CpuBackend
-    from kevolve.backends.resources import Usage
-
-    def usage(self, plan):
-        w = max([lp.size or 1 for k in plan.kernels for lp in k.loops if lp.role == "block"]
-                or [1])
-        return (Usage(plan.kernels[0].name, "y", (1, w, 1), 1, 4 * w, 1),)
-
-    args = ["evolve", "softmax", "--backend", "cpu", "--budget", "8", "--shape", "small",
-            "--threads", "1", "--db", str(tmp_path / "a.db")]
-    r = CliRunner().invoke(main, args, env={"COLUMNS": "240"})
-    assert r.exit_code == 0, r.output
-    assert "skipped" not in r.output  # no limits, no column
-    monkeypatch.setattr(CpuBackend, "usage", usage)
-    monkeypatch.setattr(CpuBackend, "limits", lambda self: {"shared_bytes": 4 * 64})
-    args[-1] = str(tmp_path / "b.db")
-    r = CliRunner().invoke(main, args, env={"COLUMNS": "240"})
-    assert r.exit_code == 0, r.output
-    assert "skipped" in r.output and "shared_memory" in r.output, r.output
