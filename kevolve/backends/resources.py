@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.nodes import Binary, Cast, Load, Reduce
+from ..ir.nodes import Load, product_factors
 from ..schedule.errors import MoveError
 from ..schedule.plan import KernelPlan, Plan, Step
 
@@ -32,11 +32,8 @@ class Usage:
 
 
 def _operands(st: Step) -> tuple[Load, Load] | None:
-    mul = st.body.body if isinstance(st.body, Reduce) else None
-    if not isinstance(mul, Binary):
-        return None
-    a, b = (x.x if isinstance(x, Cast) else x for x in (mul.a, mul.b))
-    return (a, b) if isinstance(a, Load) and isinstance(b, Load) else None
+    ab = product_factors(st.body)
+    return ab if ab and all(isinstance(x, Load) for x in ab) else None
 
 
 def dot_usage(plan: Plan, stages: int = 3, warps: int = 4, wavefront: int = 32

@@ -64,8 +64,13 @@ def _charts(res: dict) -> list[tuple[str, str]]:
     return charts
 
 
+def number(x, p=3) -> str:
+    """A table cell: `p` significant digits for a float, "-" for none."""
+    return "-" if x is None else f"{x:.{p}g}" if isinstance(x, float) else str(x)
+
+
 def _f(x, p=3) -> str:
-    return "-" if x is None else f"{x:.{p}g}" if isinstance(x, float) else html.escape(str(x))
+    return html.escape(number(x, p))
 
 
 def ratio(x) -> str:

@@ -74,14 +74,13 @@ def _summary(ts: list[float]) -> tuple[float, float]:
 def bare_matmul(op):
     """(A, B) input names when the op contains sum_k A[i, k] * B[k, j] over two inputs: the
     bare matrix product a library (cuBLAS) would run, the yardstick for fused epilogues."""
-    from ..ir.nodes import AxisRef, Binary, Cast, Load, Reduce, walk
+    from ..ir.nodes import AxisRef, Load, product_factors, walk
 
     names = {b.name for b in op.inputs}
     for s in op.stages:
         for n in walk(s.body):
-            if isinstance(n, Reduce) and n.op == "sum" and isinstance(n.body, Binary) \
-                    and n.body.op == "mul":
-                a, b = (x.x if isinstance(x, Cast) else x for x in (n.body.a, n.body.b))
+            if (ab := product_factors(n)) is not None:
+                a, b = ab
                 if isinstance(a, Load) and isinstance(b, Load) and a.buffer.name in names \
                         and b.buffer.name in names and a.buffer.ndim == b.buffer.ndim == 2:
                     k = n.axes[0].name

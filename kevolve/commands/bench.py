@@ -76,8 +76,7 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
     for c in cols:
         t.add_column(c)
 
-    def f(x):
-        return "-" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
+    f = report.number
     for r in res["rows"]:
         t.add_row(r["op"], f(r.get("eager_ms")), f(r.get("compile_ms")),
                   f(r.get("kevolve_ms")), report.ratio(r.get("speedup_eager")),

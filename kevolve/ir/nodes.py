@@ -300,6 +300,17 @@ def substitute_axes(e: Expr, mapping: dict[str, Expr]) -> Expr:
     return rebuild(e, lambda n: mapping.get(n.axis.name) if isinstance(n, AxisRef) else None)
 
 
+def product_factors(e: Expr) -> tuple[Expr, Expr] | None:
+    """(A, B) of sum(A * B), each with a cast taken off (bf16 inputs cast to f32 are still
+    those inputs): a contraction's operands as matrix-unit lowering, estimates and
+    baselines see them. None for any other expression."""
+    if isinstance(e, Reduce) and e.op == "sum" and isinstance(e.body, Binary) \
+            and e.body.op == "mul":
+        a, b = (x.x if isinstance(x, Cast) else x for x in (e.body.a, e.body.b))
+        return a, b
+    return None
+
+
 @lru_cache(maxsize=65536)
 def dtype_of(e: Expr) -> DType:
     """Static type; weak constants report f32 (float) or i64 (int)."""

@@ -7,7 +7,7 @@ Contractions get 2-d output tiles; 1-d ops get a split. Sizes are `$` decisions.
 from __future__ import annotations
 
 from ..ir.interp import eval_int
-from ..ir.nodes import AxisRef, Binary, Cast, Load, Op, Reduce, walk
+from ..ir.nodes import AxisRef, Load, Op, Reduce, product_factors, walk
 from .lower import p2
 from .trace import Trace
 
@@ -20,10 +20,10 @@ def _contraction(body) -> bool:
     """sum_k A[.., k] * B[.., k] where A and B each range over a spatial axis the other
     does not (a matrix product, not a sum of squares)."""
     for n in walk(body):
-        if not (isinstance(n, Reduce) and n.op == "sum" and len(n.axes) == 1
-                and isinstance(n.body, Binary) and n.body.op == "mul"):
+        ab = product_factors(n)
+        if ab is None or len(n.axes) != 1:
             continue
-        a, b = (x.x if isinstance(x, Cast) else x for x in (n.body.a, n.body.b))
+        a, b = ab
         if not (isinstance(a, Load) and isinstance(b, Load)):
             continue
         k = n.axes[0].name

@@ -7,6 +7,24 @@ from ...schedule import Trace, apply_trace, lower
 from ...schedule.plan import Plan
 
 
+class Backends:
+    """Registry backends by name, each made once per proposer, for `prove`; None for a
+    name the registry does not know (a context built for a test), which skips the
+    backend's checks."""
+
+    def __init__(self):
+        self._made: dict = {}
+
+    def __call__(self, name: str):
+        if name not in self._made:
+            from ...backends.registry import UnknownBackend, get
+            try:
+                self._made[name] = get(name)
+            except UnknownBackend:
+                self._made[name] = None
+        return self._made[name]
+
+
 def prove(op, trace: Trace, dims: dict, backend, limits: dict) -> Plan:
     """The trace replays and lowers at the bench shape, the backend can honour it (layer 3
     of legality), and the backend's estimate of each program's needs fits the device's

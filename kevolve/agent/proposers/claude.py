@@ -30,7 +30,7 @@ from dataclasses import asdict, is_dataclass, replace
 from ...schedule import MoveError, Trace
 from ...schedule.moves import MOVES, json_schema
 from ..types import Proposal, ProposalContext, Result, Scored
-from .check import prove
+from .check import Backends, prove
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 TOOL = "propose_schedules"
@@ -281,7 +281,7 @@ class ClaudeProposer:
         self.client = client
         from .heuristic import HeuristicProposer
         self._heuristic = HeuristicProposer(seed=seed)
-        self._backends: dict = {}
+        self._backend = Backends()
         self.seen: set[str] = set()
         self.usage: list[dict] = []  # one row per API response
         self.fell_back = False
@@ -438,12 +438,6 @@ class ClaudeProposer:
     def _dims(self, ctx):
         from ...ops import LIBRARY
         return LIBRARY[ctx.op_name].dims("small")
-
-    def _backend(self, name: str):
-        if name not in self._backends:
-            from ...backends.registry import get
-            self._backends[name] = get(name)
-        return self._backends[name]
 
     def _see(self, trace_json: str) -> None:
         try:

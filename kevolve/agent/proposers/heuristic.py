@@ -16,7 +16,7 @@ from ...ops import LIBRARY
 from ...schedule import MoveError, Trace
 from ..types import Proposal, ProposalContext
 from . import mutations as mu
-from .check import prove
+from .check import Backends, prove
 
 
 class HeuristicProposer:
@@ -27,7 +27,7 @@ class HeuristicProposer:
         self.attempts = attempts
         self.seen: set[str] = set()
         self.skipped: Counter = Counter()  # mutations dropped, by MoveError code
-        self._backends: dict = {}
+        self._backend = Backends()
 
     def _legal(self, op, t: Trace, ctx: ProposalContext) -> bool:
         try:
@@ -38,17 +38,6 @@ class HeuristicProposer:
             return False
         except (NotImplementedError, KeyError, ValueError):
             return False
-
-    def _backend(self, name: str):
-        """The named backend for its legality layer and estimates; None for a name the
-        registry does not know (a context built for a test), which skips both."""
-        if name not in self._backends:
-            from ...backends.registry import UnknownBackend, get
-            try:
-                self._backends[name] = get(name)
-            except UnknownBackend:
-                self._backends[name] = None
-        return self._backends[name]
 
     def _rules(self, ctx: ProposalContext, parent) -> list[str]:
         """Mutation names worth trying first for this parent, from its diagnostics."""

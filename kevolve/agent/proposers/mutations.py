@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from ...ir.nodes import Binary, Cast, Dim, Load, Op, Reduce, Unary, op_dims, walk
+from ...ir.nodes import Binary, Dim, Load, Op, Reduce, Unary, op_dims, product_factors, walk
 from ...schedule.trace import Move, Trace
 
 MAX_TILE = 1 << 14
@@ -85,10 +85,7 @@ def change_stages(t: Trace, rng: random.Random, caps: dict) -> Trace | None:
 def _f32_contraction(n) -> bool:
     """sum(A * B) with an f32 operand (casts aside): what `dot_precision` applies to; a
     bf16 contraction that accumulates in f32 renders the same code either way."""
-    if not (isinstance(n, Reduce) and n.op == "sum" and isinstance(n.body, Binary)
-            and n.body.op == "mul"):
-        return False
-    ab = [x.x if isinstance(x, Cast) else x for x in (n.body.a, n.body.b)]
+    ab = product_factors(n) or ()
     return any(isinstance(x, Load) and x.buffer.dtype.name == "f32" for x in ab)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 from ...ir import dtypes as dt
 from ...ir.nodes import (
     AxisRef,
-    Cast,
     Const,
     Dim,
     Expr,
@@ -16,6 +15,7 @@ from ...ir.nodes import (
     Op,
     Reduce,
     op_dims,
+    product_factors,
     substitute_axes,
     walk,
 )
@@ -406,8 +406,7 @@ class KernelWriter:
         shape = self.spatial_shape(st)
         acc = self.fresh("acc")
         self.w(f"{acc} = tl.zeros({shape}, tl.float32)")
-        mul = r.body
-        a, b = (x.x if isinstance(x, Cast) else x for x in (mul.a, mul.b))
+        a, b = product_factors(r)
         rows, cols = self.k.rank - 2, self.k.rank - 1
         if self._pos_of(st, a) == cols:
             a, b = b, a
