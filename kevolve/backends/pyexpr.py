@@ -62,6 +62,10 @@ class PyLang:
     # `1 + erf(y)` (a Gaussian CDF, e.g. the erf GELU) spelled as erfc(-y) where a language
     # has a cheaper or more accurate way: no cancellation in the lower tail.
     one_plus_erf: Callable[[str], str] | None = None
+    # `k * x * (1 + erf(c * x))` with constants k, c > 0 (the erf GELU: k = 1/2, c = 1/sqrt 2)
+    # as one call (code of x, k, c): x is evaluated once, and a language can fold the
+    # constants into one formula instead of a select and two products.
+    gauss_gate: Callable[[str, float, float], str] | None = None
 
 
 def strides(shape: tuple[Expr, ...]) -> list[Expr]:
@@ -110,6 +114,34 @@ def _erf_of_one_plus(x: Binary) -> Expr | None:
     return None
 
 
+def _const_factor(e: Expr) -> tuple[float, Expr] | None:
+    """(k, x) when e is k * x, x * k or x / (1/k) with a float constant k; (1, e) else."""
+    if isinstance(e, Binary) and e.op == "mul":
+        for k, x in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(k, Const) and dtype_of(k).is_float:
+                return float(k.value), x
+    if isinstance(e, Binary) and e.op == "div" and isinstance(e.b, Const) \
+            and dtype_of(e.b).is_float and float(e.b.value) != 0.0:
+        return 1.0 / float(e.b.value), e.a
+    return 1.0, e
+
+
+def _gauss_gated(x: Binary) -> tuple[Expr, float, float] | None:
+    """(v, k, c) when x is `k * v * (1 + erf(c * v))` (either factor order, k and c
+    written as products or quotients by constants) with k, c > 0; else None."""
+    if x.op != "mul" or not dtype_of(x).is_float:
+        return None
+    for gate, other in ((x.a, x.b), (x.b, x.a)):
+        y = _erf_of_one_plus(gate) if isinstance(gate, Binary) else None
+        if y is None:
+            continue
+        k, v = _const_factor(other)
+        c, u = _const_factor(y)
+        if u == v and k > 0 and c > 0 and not isinstance(v, Const):
+            return v, k, c
+    return None
+
+
 def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
     def go(x: Expr) -> str:
         if isinstance(x, Const):
@@ -137,6 +169,9 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
                 return f"(-{go(x.x)})"
             return lang.unary[x.op](go(x.x))
         if isinstance(x, Binary):
+            g = _gauss_gated(x) if lang.gauss_gate else None
+            if g is not None:
+                return lang.gauss_gate(go(g[0]), g[1], g[2])
             y = _erf_of_one_plus(x) if lang.one_plus_erf else None
             if y is not None:
                 return lang.one_plus_erf(go(y))

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -43,7 +44,7 @@ def _gemm_source(interpret: bool = False):
 
 
 @pytest.mark.parametrize("body_of", [lambda v: 1.0 + erf(v * 0.5),
-                                     lambda v: v * (erf(v) + 1.0)],
+                                     lambda v: (v + 1.0) * (erf(v) + 1.0)],
                          ids=["one_plus_erf", "erf_plus_one"])
 def test_one_plus_erf_renders_as_the_erfc_helper(body_of):
     text = _render(body_of)
@@ -56,9 +57,42 @@ def test_a_bare_erf_stays_libdevice_and_the_module_has_no_helper():
     assert "tl.erf(" in text and "_kv_erfc" not in text
 
 
-def test_the_gemm_epilogue_uses_the_helper():
+def test_the_gemm_epilogue_is_one_gauss_gate_call_with_the_gelu_constants():
     text = _gemm_source(interpret=True).text
-    assert "_kv_erfc(-(" in text and "tl.erf(" not in text
+    assert "def _kv_gauss_gate(" in text and "_kv_erfc(" not in text and "tl.erf(" not in text
+    # 2k = 1, c / 2 = 1 / (2 sqrt 2), -c^2 log2 e, log2 k = -1
+    call = re.search(r"_kv_gauss_gate\((.*), ([-\d.e]+), ([-\d.e]+), ([-\d.e]+), ([-\d.e]+)\)",
+                     text)
+    assert call, text
+    k2, h, q, lk = (float(call.group(g)) for g in range(2, 6))
+    assert (k2, lk) == (1.0, -1.0)
+    assert h == pytest.approx(0.5 / math.sqrt(2.0), rel=1e-15)
+    assert q == pytest.approx(-0.5 / math.log(2.0), rel=1e-15)
+    assert call.group(1).count("tl.load(p_bias") == 1  # acc + bias, evaluated once
+
+
+@pytest.mark.parametrize("body_of,k,c", [
+    (lambda v: 0.5 * v * (1.0 + erf(v * 0.7071067811865476)), 0.5, 0.7071067811865476),
+    (lambda v: (1.0 + erf(v / 2.0)) * (v * 3.0), 3.0, 0.5),
+    (lambda v: v * (erf(2.0 * v) + 1.0), 1.0, 2.0)],
+    ids=["gelu", "gate_first_div", "no_factor"])
+def test_gauss_gates_are_found_in_any_factor_order(body_of, k, c):
+    text = _render(body_of)
+    call = re.search(r"_kv_gauss_gate\((.*), ([-\d.e]+), ([-\d.e]+), ([-\d.e]+), ([-\d.e]+)\)",
+                     text)
+    assert call and "_kv_erfc(" not in text, text
+    got = [float(call.group(g)) for g in range(2, 6)]
+    assert got == pytest.approx([2 * k, c / 2, -c * c / math.log(2.0), math.log2(k)], rel=1e-15)
+
+
+@pytest.mark.parametrize("body_of", [
+    lambda v: -0.5 * v * (1.0 + erf(v * 0.7)),   # k < 0: log2 k does not exist
+    lambda v: 0.5 * v * (1.0 + erf(v * -0.7)),   # c < 0: the other tail
+    lambda v: 0.5 * v * (1.0 + erf((v + 1.0) * 0.7))],  # the gate is of another value
+    ids=["negative_k", "negative_c", "other_value"])
+def test_other_products_keep_the_erfc_helper(body_of):
+    text = _render(body_of)
+    assert "_kv_gauss_gate" not in text and "_kv_erfc(-(" in text
 
 
 def test_gpu_modules_spell_the_reciprocal_and_exp2_with_libdevice_the_interpreter_cannot():
@@ -166,3 +200,56 @@ def test_the_helper_matches_math_erfc_in_relative_error(tmp_path, dtype):
     assert max(r for r, w in zip(rel, wf) if abs(w) <= 3) < near
     assert max(rel) < everywhere
     assert got[-1] > 0.0  # erfc(9) = 4e-37: no cancellation to 0
+
+
+GATE_SCRIPT = textwrap.dedent("""
+    import importlib.util, json, sys
+    import torch, triton, triton.language as tl
+    spec = importlib.util.spec_from_file_location("m", sys.argv[1])
+    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+
+    @triton.jit
+    def k(x, o, B: tl.constexpr):
+        r = tl.program_id(0) * B + tl.arange(0, B)
+        tl.store(o + r, m._kv_gauss_gate(tl.load(x + r), 1.0, 0.35355339059327373,
+                                         -0.7213475204444816, -1.0))
+
+    x = torch.tensor([float(v) for v in json.loads(sys.argv[2])], dtype=torch.float32)
+    o = torch.empty_like(x)
+    k[(x.numel() // 256,)](x, o, B=256)
+    print(json.dumps([str(v) for v in o.tolist()]))
+""")
+
+
+def _gelu(x: float) -> float:
+    """The erf GELU in float64 through erfc: no cancellation in the lower tail."""
+    return 0.5 * x * math.erfc(-x / math.sqrt(2.0))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None
+                    or importlib.util.find_spec("torch") is None, reason="needs triton and torch")
+@pytest.mark.parametrize("dtype", sorted(BOUNDS))
+def test_the_gauss_gate_matches_the_gelu_in_relative_error_and_keeps_inf_and_nan(tmp_path,
+                                                                                  dtype):
+    mod = tmp_path / "m.py"
+    mod.write_text(_render(lambda v: 0.5 * v * (1.0 + erf(v * 0.7071067811865476)),
+                           dtype=dtype))
+    xs = [float(f"{-12.0 + 24.0 * i / 1023:.6g}") for i in range(1024)]
+    xs[0:7] = [0.0, 1e-30, -1e-30, 1.3, -1.3, 1e30, -1e30]
+    xs[-3:] = ["inf", "-inf", "nan"]
+    p = subprocess.run([sys.executable, "-c", GATE_SCRIPT, str(mod), json.dumps(xs)],
+                       capture_output=True, text=True, timeout=300, cwd=REPO,
+                       env=dict(os.environ, TRITON_INTERPRET="1"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = [float(v) for v in json.loads(p.stdout.splitlines()[-1])]
+    import numpy as np
+
+    assert got[-3] == math.inf and got[-2] == 0.0 and math.isnan(got[-1])
+    assert got[5] == float(np.float32(1e30)) and got[6] == 0.0 and got[0] == 0.0
+
+    xf = np.asarray(xs[:-3], dtype=np.float32).astype(np.float64)
+    rel = [abs(g - _gelu(x)) / abs(_gelu(x)) for g, x in zip(got, xf) if _gelu(x) != 0.0]
+    near, everywhere = BOUNDS[dtype]
+    assert max(r for r, x in zip(rel, [x for x in xf if _gelu(x) != 0.0])
+               if abs(x) <= 3 * math.sqrt(2.0)) < near
+    assert max(rel) < everywhere
