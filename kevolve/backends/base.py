@@ -36,6 +36,9 @@ class Caps:
     # `launch` arguments this backend acts on (the others are accepted and ignored), so
     # proposers do not spend evaluations on traces that render the same code.
     launch_args: frozenset[str] = frozenset()
+    # `cache ... copy: bulk` rendered with a copy engine (Triton: TMA tensor descriptors for
+    # contraction operands); elsewhere a bulk copy is a thread copy like any other.
+    bulk_copy: bool = False
 
 
 @dataclass(frozen=True)

@@ -216,7 +216,7 @@ class GpuBuilder(ScalarBuilder):
         if dot is not None:
             self.path = "dot-wmma" if self.uses_wmma else "dot-simt"
             hints = [f"vectorize {lp.name}" for lp in self.k.loops if (lp.vector or 0) > 1] \
-                + [f"cache {b} ({sc})" for st in self.k.steps for b, sc in st.caches]
+                + [f"cache {b} ({sc})" for st in self.k.steps for b, sc, _ in st.caches]
             if hints:  # its operand tiles are in shared memory already
                 dot.insert(0, Comment(f"{', '.join(hints)}: not used by the tiled dot path"))
             return dot

@@ -69,7 +69,7 @@ class Tiles:
         if not self.loaded and not st.caches:
             return
         canon, where = self.canon(st), self.where_of(st)
-        for buf, scope in st.caches:
+        for buf, scope, _copy in st.caches:  # no copy engine here: bulk copies too
             if scope != "shared":
                 out.append(Comment(f"cache {buf} (local): registers are this path's home "
                                    "for a thread's values already; nothing to stage"))

@@ -290,8 +290,15 @@ def _cache(op: Op, st: StageSched, d: dict, i: int) -> StageSched:
     if not any(isinstance(n, Load) and n.buffer.name == d["buffer"] for n in walk_stage(s)):
         raise MoveError(i, "semantics.cache_unread", f"stage {st.name!r} does not read "
                         f"{d['buffer']!r}", "cache a buffer the stage loads")
-    caches = tuple(c for c in st.caches if c[0] != d["buffer"]) + ((d["buffer"], d["scope"]),)
-    return replace(st, caches=caches)
+    copy = d.get("copy", "threads")
+    if copy == "bulk" and d["scope"] != "shared":
+        raise MoveError(i, "semantics.bulk_scope", f"a bulk copy of {d['buffer']!r} is into "
+                        f"shared memory, not {d['scope']!r}", "use scope 'shared' with copy "
+                        "'bulk', or drop copy")
+    caches = tuple(c for c in st.caches if c[0] != d["buffer"]) + \
+        ((d["buffer"], d["scope"], copy),)
+    by = tuple(c for c in st.cache_by if c[0] != d["buffer"]) + ((d["buffer"], i),)
+    return replace(st, caches=caches, cache_by=by)
 
 
 def _prefetch(op: Op, st: StageSched, d: dict, i: int) -> StageSched:

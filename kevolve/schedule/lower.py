@@ -395,7 +395,7 @@ def _fold_online(sched: Schedule, steps: list[Step], bodies) -> list[Step]:
                             f"the same values as {st.stage.name!r}'s exponent",
                             "online needs sum_(exp(x - max_(x))) over the same axis")
         # one pass computes both, so the sum also stages what the max asked to cache
-        have = {b for b, _ in st.caches}
+        have = {c[0] for c in st.caches}
         caches = st.caches + tuple(c for c in mstep.caches if c[0] not in have)
         out[out.index(st)] = replace(st, online_max=mx, caches=caches)  # folds shift places
         out.remove(mstep)

@@ -54,9 +54,13 @@ MOVES: dict[str, MoveSpec] = {m.name: m for m in (
                                    "maxItems": 2}},
              ("stage", "at"), "Compute a producer inside its consumer's loop `at` = "
              "[consumer, axis]: its values stay in registers/local memory."),
-    MoveSpec("cache", {"stage": NAME, "buffer": NAME, "scope": _enum("shared", "local")},
+    MoveSpec("cache", {"stage": NAME, "buffer": NAME, "scope": _enum("shared", "local"),
+                       "copy": _enum("threads", "bulk")},
              ("stage", "buffer", "scope"),
-             "Stage the tile of `buffer` that `stage` reads in shared or local memory."),
+             "Stage the tile of `buffer` that `stage` reads in shared or local memory; "
+             "`copy: bulk` (scope shared) has a copy engine move whole tiles (on NVIDIA "
+             "Hopper through Triton: TMA tensor descriptors for contraction operands) "
+             "instead of the program's threads (`threads`, the default)."),
     MoveSpec("prefetch", {"stage": NAME, "buffer": NAME, "distance": INT},
              ("stage", "buffer"),
              "Fetch the rows a gathered load of `buffer` will read `distance` iterations "

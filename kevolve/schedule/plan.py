@@ -50,7 +50,7 @@ class Step:
     online_max: str | None = None  # for online: the max stage folded into this sum
     is_root: bool = False
     prefetch: tuple[tuple[str, int], ...] = ()  # (buffer, distance): gathers to fetch ahead
-    caches: tuple[tuple[str, str], ...] = ()  # (buffer, scope) from cache moves
+    caches: tuple[tuple[str, str, str], ...] = ()  # (buffer, scope, copy) from cache moves
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ class StageSched:
     reduction: str = "auto"  # auto | single | looped | online | split
     reduction_by: int | None = None
     split_factor: int | None = None
-    caches: tuple[tuple[str, str], ...] = ()
+    caches: tuple[tuple[str, str, str], ...] = ()  # (buffer, scope, copy) from cache moves
+    cache_by: tuple[tuple[str, int], ...] = ()  # (buffer, index of its cache move)
     prefetch: tuple[tuple[str, int], ...] = ()  # (buffer, distance) for gathered loads
 
     def loop(self, name: str) -> LoopAxis | None:

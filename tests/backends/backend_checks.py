@@ -153,6 +153,9 @@ def gemm_tiles(bm: int, bn: int, bk: int) -> list[dict]:
             {"m": "split", "stage": "acc", "axis": "k", "size": bk}]
 
 
+BULK_AW = [{"m": "cache", "stage": "acc", "buffer": b, "scope": "shared", "copy": "bulk"}
+           for b in ("A", "W")]
+
 VARIANT_SOFTMAX_ONLINE = [
     {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
     {"m": "inline", "stage": "e"},
@@ -256,6 +259,23 @@ VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
         *gemm_tiles(16, 16, 16), {"m": "launch", "group_m": 2, "persistent": 1}],
         [("M70K33N90", {"M": 70, "K": 33, "N": 90}), ("M13K7N100", {"M": 13, "K": 7, "N": 100}),
          ("M1K1N1", {"M": 1, "K": 1, "N": 1})]),
+    # both operands copied in bulk (Triton: tensor descriptors, zero-filled past the
+    # buffer's end, so tails in every dim; shapes with rows not a multiple of 16 bytes get
+    # pointer tiles for that operand; other backends copy with threads)
+    "gemm_bias_gelu_bulk": ("gemm_bias_gelu", "dot", [
+        *gemm_tiles(32, 32, 32), *BULK_AW, {"m": "launch", "persistent": 1}],
+        [("M40K48N72", {"M": 40, "K": 48, "N": 72}), ("M64K64N64", {"M": 64, "K": 64, "N": 64}),
+         ("M13K7N100", {"M": 13, "K": 7, "N": 100})]),
+    "gemm_bulk": ("gemm", "dot", [
+        {"m": "split", "stage": "y", "axis": "i", "size": 16, "into": ["io", "ii"]},
+        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
+        {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
+        {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
+        {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
+        {"m": "split", "stage": "y", "axis": "k", "size": 16},
+        {"m": "cache", "stage": "y", "buffer": "A", "scope": "shared", "copy": "bulk"},
+        {"m": "cache", "stage": "y", "buffer": "W", "scope": "shared", "copy": "bulk"}],
+        [("M40K20N36", {"M": 40, "K": 20, "N": 36}), ("M13K7N100", {"M": 13, "K": 7, "N": 100})]),
     "softmax_online_persistent": ("softmax", "online", [
         *VARIANT_SOFTMAX_ONLINE, {"m": "launch", "persistent": 1}],
         [("M37N50", {"M": 37, "N": 50}), ("M3N1000", {"M": 3, "N": 1000})]),

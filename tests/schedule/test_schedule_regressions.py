@@ -143,8 +143,8 @@ def test_steps_carry_their_cache_moves_and_an_online_sum_its_max_stages():
              {"m": "cache", "stage": "mx", "buffer": "x", "scope": "shared"}]
     plan = lower(apply_trace(op, Trace.make("softmax", moves)), dims)
     caches = {st.stage.name: st.caches for st in plan.kernels[0].steps}
-    assert caches == {"mx": (("x", "shared"),), "s": (), "y": ()}
+    assert caches == {"mx": (("x", "shared", "threads"),), "s": (), "y": ()}
     online = moves + [{"m": "reduction", "stage": "s", "strategy": "online"}]
     plan = lower(apply_trace(op, Trace.make("softmax", online)), dims)
     (s, y) = plan.kernels[0].steps
-    assert s.online_max == "mx" and s.caches == (("x", "shared"),) and y.caches == ()
+    assert s.online_max == "mx" and s.caches == (("x", "shared", "threads"),) and y.caches == ()

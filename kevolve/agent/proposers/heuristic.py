@@ -73,6 +73,7 @@ class HeuristicProposer:
             "reduce_split": lambda: mu.toggle_reduce_split(t, r, op),
             "vectorize": lambda: mu.vectorize_inner(t, r, op, ctx.caps),
             "cache": lambda: mu.toggle_cache(t, r, op, ctx.caps),
+            "bulk": lambda: mu.toggle_bulk_copy(t, r, op, ctx.caps),
             "rows": lambda: mu.rows_per_program(t, r, op),
             "precision": lambda: mu.toggle_precision(t, r, ctx.caps, op),
             "constexpr": lambda: mu.toggle_constexpr(t, r, ctx.caps, op),
@@ -91,8 +92,8 @@ class HeuristicProposer:
         for p in parents:
             self.seen.add(Trace.from_json(p.trace_json).to_json())
         names = ["scale", "scale", "warps", "stages", "online", "reduce_split", "vectorize",
-                 "cache", "rows", "precision", "constexpr", "persistent", "prefetch", "unroll",
-                 "split"]
+                 "cache", "bulk", "rows", "precision", "constexpr", "persistent", "prefetch",
+                 "unroll", "split"]
         out: list[Proposal] = []
         for _ in range(self.attempts * max(1, n)):
             if len(out) >= n:

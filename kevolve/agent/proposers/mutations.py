@@ -334,6 +334,40 @@ def toggle_cache(t: Trace, rng: random.Random, op: Op, caps: dict) -> Trace | No
     return rebuild(t, moves)
 
 
+def contraction_operands(op: Op) -> list[tuple[str, str]]:
+    """(stage, buffer) for each input buffer a contraction stage multiplies: what a bulk
+    copy can carry (Triton: TMA tensor descriptors for tl.dot operands)."""
+    names = {b.name for b in op.inputs}
+    out = []
+    for s in op.stages:
+        for x in product_factors(s.body) or ():
+            if isinstance(x, Load) and x.buffer.name in names and \
+                    (s.name, x.buffer.name) not in out:
+                out.append((s.name, x.buffer.name))
+    return out
+
+
+def toggle_bulk_copy(t: Trace, rng: random.Random, op: Op, caps: dict) -> Trace | None:
+    """Copy one contraction operand's tiles with the copy engine, or with the threads again;
+    only where the backend has one (Caps.bulk_copy). On the H200 gemm_bias_gelu's kernel
+    issued a fifth fewer instructions with both operands so copied
+    (benchmarks/results/h200-gemm-counters*)."""
+    pairs = contraction_operands(op)
+    if not caps.get("bulk_copy") or not pairs:
+        return None
+    moves = moves_of(t)
+    stage, buf = rng.choice(pairs)
+    off = _without(moves, m="cache", stage=stage, buffer=buf, copy="bulk")
+    if off is not None:
+        moves = off
+    else:
+        moves = [m for m in moves if not (m["m"] == "cache" and m["stage"] == stage
+                                          and m["buffer"] == buf)]
+        moves.append({"m": "cache", "stage": stage, "buffer": buf, "scope": "shared",
+                      "copy": "bulk"})
+    return rebuild(t, moves)
+
+
 def rows_per_program(t: Trace, rng: random.Random, op: Op) -> Trace | None:
     """Several rows per program: split the first grid axis into (grid, tile) and move the
     producers computed at it to the new grid axis."""
@@ -391,4 +425,5 @@ def features(t: Trace) -> tuple:
 
 __all__ = ["scale_decision", "scale_warps", "change_stages", "toggle_online", "toggle_precision",
            "toggle_persistent", "toggle_reduce_split", "vectorize_inner", "rows_per_program",
+           "toggle_bulk_copy", "contraction_operands",
            "crossover", "features", "walk"]

@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 from ...ir.interp import bind_dims
-from ..base import Backend, Caps, Kernel, KernelSource, cache_dir
+from ...schedule.errors import MoveError
+from ..base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
 from ..compiler_reports import triton_jit
 from ..resources import dot_usage
 from ..templating import banner, render
-from . import ptxas
+from . import bulk, ptxas
 from .emitter import render_module
 
 
@@ -42,13 +43,22 @@ class TritonBackend(Backend):
     caps = Caps("cuda", max_tile_elems=1 << 17, max_warps=32, wavefront=32,
                 bind_targets=frozenset({"grid", "threads"}), renders=frozenset(),
                 launch_args=frozenset({"num_warps", "num_stages", "group_m", "dot_precision",
-                                       "constexpr_dims", "persistent"}))
+                                       "constexpr_dims", "persistent"}), bulk_copy=True)
 
     def __init__(self, interpret: bool = False, device: str | None = None,
                  ptxas: str = "auto"):
         self.interpret = interpret
         self.device = device or ("cpu" if interpret else "cuda")
         self.ptxas = ptxas  # "auto", "triton", "torch" or a path: see ptxas.resolve
+
+    def check(self, sched, plan) -> None:
+        """Layer 3: the capabilities, and bulk copies only where a tensor descriptor can
+        carry the tile (bulk.py)."""
+        check_caps(self, sched, plan)
+        for kernel, stage, buf, why, hint in bulk.problems(plan):
+            at = dict(sched.stage(stage).cache_by).get(buf)
+            raise MoveError(at, "backend.bulk_copy", f"{kernel}: cannot copy {buf!r} in bulk "
+                            f"for stage {stage!r}: {why}", hint)
 
     def toolchain(self) -> dict:
         """The ptxas version that compiles this backend's kernels (it changes their code)."""

@@ -65,7 +65,7 @@ def specialize(arg_names, op, dims: dict[str, int], constexpr: tuple[str, ...] =
     pointers `*<dtype>` 16-byte aligned (torch allocations are); a Python int is i32 when it
     fits, else i64, divisible-by-16 when it is, and a compile-time constant when it is 1 or
     its dim is in `constexpr` (the schedule's constexpr_dims). A dim the shape class does
-    not fix is a plain i32."""
+    not fix is a plain i32. A bulk copy's descriptor is `tensordesc<dtype[R, C]>`."""
     types = buffer_dtypes(op)
     sig, consts, attrs = {}, {}, {}
     for i, name in enumerate(arg_names):
@@ -81,9 +81,13 @@ def specialize(arg_names, op, dims: dict[str, int], constexpr: tuple[str, ...] =
             sig[name] = "i32" if v is None or _I32[0] <= v <= _I32[1] else "i64"
             if v is not None and v % 16 == 0:
                 attrs[(i,)] = [["tt.divisibility", 16]]
+        elif re.fullmatch(r"t_\w+_\d+x\d+", name) and name[2:].rsplit("_", 1)[0] in types:
+            buf, block = name[2:].rsplit("_", 1)  # a bulk copy's descriptor (bulk.BulkTile)
+            rows, cols = block.split("x")
+            sig[name] = f"tensordesc<{TRITON_TYPES[types[buf]]}[{rows}, {cols}]>"
         else:
-            raise AotError(f"kernel parameter {name!r} is neither a buffer pointer (p_<buffer>)"
-                           " nor a dim (d_<name>)")
+            raise AotError(f"kernel parameter {name!r} is neither a buffer pointer (p_<buffer>),"
+                           " a dim (d_<name>) nor a tensor descriptor (t_<buffer>_<R>x<C>)")
     return sig, consts, attrs
 
 

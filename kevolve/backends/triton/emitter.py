@@ -24,6 +24,7 @@ from ...ir.nodes import (
 from ...schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
 from ..pyexpr import Ctx, PyLang, axes_in, emit, linear_offset, mask_of
 from ..tilewriter import grid_count, levels, reduces_in
+from . import bulk
 
 TL = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16", "i32": "tl.int32",
       "i64": "tl.int64", "f64": "tl.float64", "bool": "tl.int1"}
@@ -163,6 +164,8 @@ class KernelWriter:
         self.n = 0
         self.var: dict[str, str] = {}
         self.lang = LANG
+        self.descriptors: dict[str, bulk.BulkTile] = {}  # kernel parameter -> its tile
+        self.bulk_guards: list[tuple[str, str]] = []  # (condition, message) at launch
 
     def w(self, s: str) -> None:
         self.lines.append("    " * self.ind + s)
@@ -461,6 +464,12 @@ class KernelWriter:
         last = set(axes_in(ld.index[-1])) if ld.index else set()
         k_fast = any(m.axis.name in last for m in st.reduce if m.axis in r.axes)
         transpose = k_fast if k_rows else (not k_fast and bool(last))
+        if bulk.wants_bulk(st, ld.buffer.name):
+            t = self._bulk_operand(st, ld, var, "b" if k_rows else "a")
+            if t is not None:
+                if transpose:
+                    self.w(f"{t} = {self._trans(t)}")
+                return t
         rows_k = k_rows != transpose
         rank = self.k.rank
         rows, cols = self.shape_idx(rank - 2), self.shape_idx(rank - 1)
@@ -482,6 +491,33 @@ class KernelWriter:
         self.w(f"{t} = {self.ex(ld, c, RAW)}")
         if transpose:
             self.w(f"{t} = {self._trans(t)}")
+        return t
+
+    def _bulk_operand(self, st: Step, ld: Load, var: dict, base: str) -> str | None:
+        """The operand's tile through a tensor descriptor (bulk.py), in memory order; None
+        (pointer tiles, with a comment) where the shape class rules the descriptor out."""
+        why = bulk.misaligned(self.plan, ld)
+        if why is not None:
+            self.w(f"# cache {ld.buffer.name} (shared, bulk): {why}; the threads copy it")
+            return None
+        bt = bulk.tile(self.k, st, ld)  # the backend's check has ruled out BulkError
+        loops = {lp.name: lp for lp in self.k.loops + st.reduce_loops}
+        at = []
+        for m in bt.maps:  # the tile's first element: the axis less its lanes
+            parts = [var[ln] if s == 1 else f"{var[ln]} * {s}" for ln, s in
+                     zip(m.loops, m.strides) if loops[ln].role != "block"]
+            at.append(" + ".join(parts) or "0")
+        if bt.arg not in self.descriptors:
+            self.descriptors[bt.arg] = bt
+            b = ld.buffer
+            rows, cols = (self.ex(e, Ctx()) for e in b.shape)
+            self.bulk_guards.append(
+                (f"(({cols}) * {b.dtype.bits // 8}) % {bulk.MIN_ROW_BYTES} == 0 and "
+                 f"({rows}) > 0 and ({cols}) > 0",
+                 f"{b.name}: its bulk copy needs non-empty rows of a multiple of "
+                 f"{bulk.MIN_ROW_BYTES} bytes"))
+        t = self.fresh(base)
+        self.w(f"{t} = {bt.arg}.load([{at[0]}, {at[1]}])")
         return t
 
     def _trans(self, tile: str) -> str:
@@ -542,14 +578,18 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
     kernels = []
     ctx = Ctx()
     wide = wide_offsets(op, plan)
+    bulk_guards: list[tuple[str, str]] = []
     for k in plan.kernels:
-        body = KernelWriter(plan, k, dot_f32, wide).render()
+        writer = KernelWriter(plan, k, dot_f32, wide)
+        body = writer.render()
+        descs = writer.descriptors
+        bulk_guards += [g for g in writer.bulk_guards if g not in bulk_guards]
         total = " * ".join(f"({emit(grid_count(k, lp), ctx, LANG, ptr)})" for lp in k.grid) \
             or "1"
         # A constexpr dim is compiled in: index arithmetic folds and trip counts are known;
         # Triton's JIT compiles one kernel per value, so other shapes stay correct.
         args = [ptr(b) for b in bufs] + [f"d_{d}: tl.constexpr" if d in k.constexpr_dims
-                                         else f"d_{d}" for d in dims]
+                                         else f"d_{d}" for d in dims] + list(descs)
         kernels.append({"name": k.name, "args": ", ".join(args), "body": body,
                         "grid": total, "persistent": k.persistent if k.grid else None,
                         "num_warps": k.num_warps or 4,
@@ -557,11 +597,15 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
                                                        or any(s.strategy == "dot"
                                                               for s in k.steps) else 1),
                         "call": ", ".join([f'bufs["{b}"]' for b in bufs] +
-                                          [f"d_{d}" for d in dims])})
+                                          [f"d_{d}" for d in dims] +
+                                          [f'TensorDescriptor.from_tensor(bufs["{t.buffer}"], '
+                                           f'[{t.block[0]}, {t.block[1]}])'
+                                           for t in descs.values()])})
     guards = []
     for k in plan.kernels:
         for cond, msg in k.guards:
             guards.append({"cond": emit(cond, ctx, LANG, ptr), "msg": msg})
+    guards += [{"cond": cond, "msg": msg} for cond, msg in bulk_guards]
     if not wide:
         for name, shape in _buffer_shapes(op, plan).items():
             n = " * ".join(f"({emit(e, ctx, LANG, ptr)})" for e in shape) or "1"
@@ -577,5 +621,6 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
     half = all(op.stage(n).out.dtype in (dt.bf16, dt.f16) for n in op.outputs)
     fit = erfc_helper(libdevice, half)
     return {"kernels": kernels, "dims": dims, "guards": guards, "scratch": scratch,
-            "erfc": fit if erfc else None, "gate": fit if gate else None}
+            "erfc": fit if erfc else None, "gate": fit if gate else None,
+            "descriptors": bool(bulk_guards)}
 
