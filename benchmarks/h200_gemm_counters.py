@@ -6,7 +6,7 @@ Nsight Compute's hardware counters, where the rest goes (instructions by pipe, s
 wavefronts, L2 and DRAM bytes, the launch's cluster shape), and tries a leaner epilogue: the
 same erfc fit with the GELU's constants folded into it, `x Phi(x) = relu(x) - |x| Phi(-|x|)`
 instead of a select and two products, and a reciprocal without the flush-to-zero add that
-fast_dividef leaves (12 float instructions and 2 MUFU per element instead of 17.5 and 2).
+fast_dividef leaves (13 float instructions and 2 MUFU per output instead of 16 and 2).
 
 Runs: cuBLAS's bare matmul, cuBLASLt's fused bias + tanh GELU, torch.compile of the op,
 kevolve's archived best schedule as the backend renders it (`own`), the same module with the
@@ -26,6 +26,12 @@ outputs). TMA loads take 17M instructions off, the lean epilogue 4.5M. Sustained
 (energy per call): own 0.902 (317 mJ), lean 0.906, tma_own 0.901, tma_lean 0.920 (312 mJ),
 bias only 0.939 (306 mJ), cuBLASLt's tanh GELU 0.971, torch.compile 0.889; do_bench: own
 0.928, lean 0.934, tma_own 0.931, tma_lean 0.941, bias only 0.924 (bare's spread 13%).
+
+`--shipped` (h200-gemm-counters-shipped*, code at fb862e1): the variants as the backend
+renders them once the Gaussian gate and bulk copies were built from those findings: erfc
+(the epilogue before), gate, bulk_erfc, bulk_gate, and bias only with bulk copies. Warp
+instructions 81.2M, 78.8M, 64.2M, 62.1M, 52.8M; sustained of bare 0.899, 0.900, 0.898,
+0.911, 0.953; energy per call 317, 317, 317, 312, 300 mJ against cuBLAS's 285.
 
     PYTHONPATH=.:benchmarks python3 benchmarks/h200_gemm_counters.py --out $OUT
     bash benchmarks/h200_gemm_counters.sh        # that, then Nsight Compute over --profile
@@ -70,10 +76,30 @@ def lean_helper() -> str:
     return "\n".join(lines)
 
 
+# `_kv_gauss_gate(X, 1.0, ...)`, the erf GELU as the backend renders it since 0943edf
+GATE_RE = re.compile(r"_kv_gauss_gate\((?P<x>.+), 1\.0, 0\.35355339059327373, "
+                     r"-0\.7213475204444816, -1\.0\)")
+
+
+def with_erfc(text: str) -> str:
+    """A module the backend renders now, with the GELU spelled as it rendered it before
+    0943edf: `(0.5 * (X)) * _kv_erfc(-(((X) * 0.7071067811865475)))` and the 6-term helper."""
+    from h200_gelu_power import fitted_helper
+
+    assert len(GATE_RE.findall(text)) == 1, "gauss gate not found"
+    text = GATE_RE.sub(lambda m: f"(0.5 * ({m['x']})) * _kv_erfc(-((({m['x']}) * "
+                       "0.7071067811865475)))", text)
+    helper = re.search(r"@triton\.jit\ndef _kv_gauss_gate\(.*?\n\n\n", text, re.S)
+    return text.replace(helper[0], fitted_helper(ERFC_HALF_P) + "\n\n")
+
+
 def with_epilogue(text: str, kind: str) -> str:
     """The module with its GELU expression replaced: `lean` (the helper above), `bias` (a
     diagnostic: X stored as it is)."""
-    assert len(GELU_RE.findall(text)) == 1, "GELU expression not found"
+    if kind == "bias" and GATE_RE.search(text):
+        return GATE_RE.sub(lambda m: f"({m['x']})", text)
+    assert len(GELU_RE.findall(text)) == 1, ("GELU expression not found: the first run's "
+                                             "variants need the code at 17ecc94")
     if kind == "bias":
         return GELU_RE.sub(lambda m: f"({m['x']})", text)
     text = GELU_RE.sub(lambda m: f"_kv_gelu({m['x']})", text)
@@ -120,6 +146,20 @@ def gelu_errors(rec) -> None:
                           "max_abs": (o.double() - want).abs().max().item()})
 
 
+def with_bulk(src, be):
+    """The archived schedule `src` was lowered from, both operands copied in bulk (TMA
+    tensor descriptors, as the backend renders `cache ... copy: bulk`)."""
+    import json
+
+    import kevolve
+
+    plan = src.meta["plan"]
+    t = json.loads(src.meta["trace"])
+    t["moves"] += [{"m": "cache", "stage": "acc", "buffer": b, "scope": "shared",
+                    "copy": "bulk"} for b in ("A", "W")]
+    return kevolve.lower(plan.op, t, be, plan.dims_dict)
+
+
 def runs_for(args, rec):
     """Every contender as a checked call, in a fixed order."""
     import torch
@@ -127,15 +167,22 @@ def runs_for(args, rec):
     from h200_gelu_power import with_tma
 
     src, be, case, (A, W, bias) = archived_best_gemm(args.db, rec)
+    src.meta["trace"] = json_trace(args.db)
     ins = {"A": A, "W": W, "bias": bias}
     ref = torch.nn.functional.gelu(torch.addmm(bias.double(), A.double(), W.double()))
     f = torch.compile(lambda a, w, b: torch.nn.functional.gelu(torch.addmm(b, a, w)))
     want = f(A, W, bias)
     runs = {"bare_mm": lambda: A @ W, "compile": lambda: f(A, W, bias),
             "cublaslt_tanh_gelu": lambda: torch._addmm_activation(bias, A, W, use_gelu=True)}
-    texts = {"own": src.text, "lean": with_epilogue(src.text, "lean")}
-    texts.update({f"tma_{k}": with_tma(t) for k, t in list(texts.items())})
-    texts["diag_bias_only"] = with_epilogue(src.text, "bias")
+    if args.shipped:  # the backend's own renderings (gate: the GELU since 0943edf)
+        bulk = with_bulk(src, be)
+        texts = {"erfc": with_erfc(src.text), "gate": src.text,
+                 "bulk_erfc": with_erfc(bulk.text), "bulk_gate": bulk.text,
+                 "diag_bulk_bias_only": with_epilogue(bulk.text, "bias")}
+    else:  # the first run (code at 17ecc94): hand edits of the rendering then
+        texts = {"own": src.text, "lean": with_epilogue(src.text, "lean")}
+        texts.update({f"tma_{k}": with_tma(t) for k, t in list(texts.items())})
+        texts["diag_bias_only"] = with_epilogue(src.text, "bias")
     for name, text in texts.items():
         s = dataclasses.replace(src, text=renamed(text, name))
         try:
@@ -143,6 +190,12 @@ def runs_for(args, rec):
         except Exception as e:
             rec(name + "_error", f"{type(e).__name__}: {str(e)[:400]}")
     return runs
+
+
+def json_trace(db: str) -> str:
+    from kevolve.agent.archive import Archive
+
+    return Archive(db, readonly=True).best("gemm_bias_gelu", "triton").trace_json
 
 
 def profile(args) -> None:
@@ -206,6 +259,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--db", default=ARCHIVE)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--shipped", action="store_true",
+                    help="the variants as the backend renders them now (erfc, gate, bulk_*) "
+                         "instead of the first run's hand edits")
     args = ap.parse_args()
     if args.summarize:
         return print(summarize(args.summarize))
@@ -215,7 +271,8 @@ def main() -> None:
     from h200_gelu_power import Sampler, sustained
     from h200_triton_structures import recorder
 
-    rec = recorder(os.path.join(args.out, "gemm-counters.json"))
+    rec = recorder(os.path.join(args.out, "gemm-counters-shipped.json" if args.shipped
+                                else "gemm-counters.json"))
     gelu_errors(rec)
     runs = runs_for(args, rec)
     times = interleaved(runs, rec, args.rounds, "")
