@@ -182,6 +182,38 @@ def sustained(fn, seconds: float, sampler: Sampler) -> dict:
     return out
 
 
+def time_and_power(runs: dict, rec, rounds: int, seconds: float) -> None:
+    """do_bench in interleaved rounds (each run's time as a share of bare_mm's), then the
+    power rounds."""
+    from h200_erf_store_stream import interleaved
+
+    times = interleaved(runs, rec, rounds, "")
+    bare = times["bare_mm"]["ms"]
+    rec("bare_over", {k: bare / v["ms"] for k, v in times.items()})
+    power_rounds(runs, seconds, rec)
+
+
+def power_rounds(runs: dict, seconds: float, rec) -> None:
+    """Each run back to back for `seconds`, twice (forward, then backward order, so that a
+    drift in temperature cancels), under the nvidia-smi sampler; records each run's
+    samples, its time as a share of bare_mm's and its energy per call."""
+    sampler = Sampler()
+    try:
+        power: dict[str, list[dict]] = {k: [] for k in runs}
+        order = list(runs)
+        for rnd in range(2):
+            for k in (order if rnd == 0 else order[::-1]):
+                power[k].append(sustained(runs[k], seconds, sampler))
+                rec("power_" + k, power[k])
+        b = statistics.mean(p["ms"] for p in power["bare_mm"])
+        rec("sustained_bare_over", {k: b / statistics.mean(p["ms"] for p in v)
+                                    for k, v in power.items()})
+        rec("mj_per_call", {k: statistics.mean(p.get("mj_per_call", 0) for p in v)
+                            for k, v in power.items()})
+    finally:
+        sampler.close()
+
+
 def with_launch(src, be, db: str, **hints):
     """The archived schedule `src` was lowered from, with these launch hints added,
     lowered at the same dims."""
@@ -213,7 +245,6 @@ def main() -> None:
     ap.add_argument("--db", default=ARCHIVE)
     args = ap.parse_args()
     import torch
-    from h200_erf_store_stream import interleaved
     from h200_erfc_libdevice import archived_best_gemm, kevolve_call, replace_helper
     from h200_triton_structures import recorder
 
@@ -251,22 +282,7 @@ def main() -> None:
                 runs[name] = kevolve_call(s, be, case, ins, ref, rec, name, other=want)
             except Exception as e:
                 rec(name + "_error", f"{type(e).__name__}: {str(e)[:400]}")
-    times = interleaved(runs, rec, args.rounds, "")
-    bare = times["bare_mm"]["ms"]
-    rec("bare_over", {k: bare / v["ms"] for k, v in times.items()})
-    sampler = Sampler()
-    try:
-        power: dict[str, list[dict]] = {k: [] for k in runs}
-        order = list(runs)
-        for rnd in range(2):  # forward, then backward: a drift in temperature cancels
-            for k in (order if rnd == 0 else order[::-1]):
-                power[k].append(sustained(runs[k], args.seconds, sampler))
-                rec("power_" + k, power[k])
-        b = statistics.mean(p["ms"] for p in power["bare_mm"])
-        rec("sustained_bare_over", {k: b / statistics.mean(p["ms"] for p in v)
-                                    for k, v in power.items()})
-    finally:
-        sampler.close()
+    time_and_power(runs, rec, args.rounds, args.seconds)
 
 
 if __name__ == "__main__":

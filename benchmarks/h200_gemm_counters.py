@@ -46,7 +46,6 @@ import dataclasses
 import math
 import os
 import re
-import statistics
 
 from h200_erfc_libdevice import ARCHIVE
 
@@ -267,32 +266,14 @@ def main() -> None:
         return print(summarize(args.summarize))
     if args.profile:
         return profile(args)
-    from h200_erf_store_stream import interleaved
-    from h200_gelu_power import Sampler, sustained
+    from h200_gelu_power import time_and_power
     from h200_triton_structures import recorder
 
     rec = recorder(os.path.join(args.out, "gemm-counters-shipped.json" if args.shipped
                                 else "gemm-counters.json"))
     gelu_errors(rec)
     runs = runs_for(args, rec)
-    times = interleaved(runs, rec, args.rounds, "")
-    bare = times["bare_mm"]["ms"]
-    rec("bare_over", {k: bare / v["ms"] for k, v in times.items()})
-    sampler = Sampler()
-    try:
-        power: dict[str, list[dict]] = {k: [] for k in runs}
-        order = list(runs)
-        for rnd in range(2):  # forward, then backward: a drift in temperature cancels
-            for k in (order if rnd == 0 else order[::-1]):
-                power[k].append(sustained(runs[k], args.seconds, sampler))
-                rec("power_" + k, power[k])
-        b = statistics.mean(p["ms"] for p in power["bare_mm"])
-        rec("sustained_bare_over", {k: b / statistics.mean(p["ms"] for p in v)
-                                    for k, v in power.items()})
-        rec("mj_per_call", {k: statistics.mean(p.get("mj_per_call", 0) for p in v)
-                            for k, v in power.items()})
-    finally:
-        sampler.close()
+    time_and_power(runs, rec, args.rounds, args.seconds)
 
 
 if __name__ == "__main__":

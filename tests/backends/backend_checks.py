@@ -141,20 +141,34 @@ LAYERNORM_LOOPED = [
     {"m": "split", "stage": "mean", "axis": "k", "size": 16},
     {"m": "split", "stage": "var", "axis": "k", "size": 16}]
 
-def gemm_tiles(bm: int, bn: int, bk: int) -> list[dict]:
-    """gemm_bias_gelu on bm x bn tiles of y, its contraction computed at the tile in bk
-    steps (so the epilogue fuses into the dot's program)."""
+def _grid_tiles(bm: int, bn: int) -> list[dict]:
+    """y[i, j] on bm x bn tiles, one program per tile."""
     return [{"m": "split", "stage": "y", "axis": "i", "size": bm, "into": ["io", "ii"]},
             {"m": "split", "stage": "y", "axis": "j", "size": bn, "into": ["jo", "ji"]},
             {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
             {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
-            {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
-            {"m": "compute_at", "stage": "acc", "at": ["y", "jo"]},
+            {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"}]
+
+
+def dot_tiles(bm: int, bn: int, bk: int) -> list[dict]:
+    """A contraction y[i, j] = sum_k (gemm) on bm x bn tiles, reduced in bk steps."""
+    return [*_grid_tiles(bm, bn), {"m": "split", "stage": "y", "axis": "k", "size": bk}]
+
+
+def gemm_tiles(bm: int, bn: int, bk: int) -> list[dict]:
+    """gemm_bias_gelu on bm x bn tiles of y, its contraction computed at the tile in bk
+    steps (so the epilogue fuses into the dot's program)."""
+    return [*_grid_tiles(bm, bn), {"m": "compute_at", "stage": "acc", "at": ["y", "jo"]},
             {"m": "split", "stage": "acc", "axis": "k", "size": bk}]
 
 
-BULK_AW = [{"m": "cache", "stage": "acc", "buffer": b, "scope": "shared", "copy": "bulk"}
-           for b in ("A", "W")]
+def bulk_copies(stage: str, *buffers: str) -> list[dict]:
+    """`cache` moves copying these buffers' tiles in bulk for `stage`."""
+    return [{"m": "cache", "stage": stage, "buffer": b, "scope": "shared", "copy": "bulk"}
+            for b in buffers]
+
+
+BULK_AW = bulk_copies("acc", "A", "W")
 
 VARIANT_SOFTMAX_ONLINE = [
     {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
@@ -194,21 +208,9 @@ VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
         {"m": "split", "stage": "out", "axis": "i", "size": 64, "into": ["io", "ii"]},
         {"m": "bind", "stage": "out", "axis": "io", "to": "grid"},
         {"m": "vectorize", "stage": "out", "axis": "ii", "width": 4}]),
-    "gemm_tiled_dot": ("gemm", "dot", [
-        {"m": "split", "stage": "y", "axis": "i", "size": 16, "into": ["io", "ii"]},
-        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
-        {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
-        {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
-        {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
-        {"m": "split", "stage": "y", "axis": "k", "size": 16},
-        {"m": "launch", "num_warps": 4, "group_m": 2}]),
-    "gemm_small_tiles": ("gemm", "looped", [
-        {"m": "split", "stage": "y", "axis": "i", "size": 4, "into": ["io", "ii"]},
-        {"m": "split", "stage": "y", "axis": "j", "size": 8, "into": ["jo", "ji"]},
-        {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
-        {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
-        {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
-        {"m": "split", "stage": "y", "axis": "k", "size": 4}]),
+    "gemm_tiled_dot": ("gemm", "dot", [*dot_tiles(16, 16, 16),
+                                       {"m": "launch", "num_warps": 4, "group_m": 2}]),
+    "gemm_small_tiles": ("gemm", "looped", dot_tiles(4, 8, 4)),
     "gemm_bias_gelu_epilogue": ("gemm_bias_gelu", "dot", gemm_tiles(16, 16, 16)),
     "embedding_bag_split_bag": ("embedding_bag", "looped", [
         {"m": "bind", "stage": "out", "axis": "b", "to": "grid"},
@@ -266,15 +268,7 @@ VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
         *gemm_tiles(32, 32, 32), *BULK_AW, {"m": "launch", "persistent": 1}],
         [("M40K48N72", {"M": 40, "K": 48, "N": 72}), ("M64K64N64", {"M": 64, "K": 64, "N": 64}),
          ("M13K7N100", {"M": 13, "K": 7, "N": 100})]),
-    "gemm_bulk": ("gemm", "dot", [
-        {"m": "split", "stage": "y", "axis": "i", "size": 16, "into": ["io", "ii"]},
-        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
-        {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
-        {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
-        {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
-        {"m": "split", "stage": "y", "axis": "k", "size": 16},
-        {"m": "cache", "stage": "y", "buffer": "A", "scope": "shared", "copy": "bulk"},
-        {"m": "cache", "stage": "y", "buffer": "W", "scope": "shared", "copy": "bulk"}],
+    "gemm_bulk": ("gemm", "dot", [*dot_tiles(16, 16, 16), *bulk_copies("y", "A", "W")],
         [("M40K20N36", {"M": 40, "K": 20, "N": 36}), ("M13K7N100", {"M": 13, "K": 7, "N": 100})]),
     "softmax_online_persistent": ("softmax", "online", [
         *VARIANT_SOFTMAX_ONLINE, {"m": "launch", "persistent": 1}],

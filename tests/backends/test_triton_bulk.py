@@ -26,8 +26,7 @@ from kevolve.schedule import MoveError, Trace
 
 REPO = Path(__file__).resolve().parents[2]
 GPU = {"M": 8192, "K": 4096, "N": 4096}
-BULK = {b: {"m": "cache", "stage": "acc", "buffer": b, "scope": "shared", "copy": "bulk"}
-        for b in ("A", "W")}
+BULK = {b: bc.bulk_copies("acc", b)[0] for b in ("A", "W")}
 
 
 def _gelu_src(moves, dims=GPU, interpret=False):
@@ -160,14 +159,7 @@ SCRIPT = textwrap.dedent("""
     k = reduce_axis("k", K)
     y = compute("y", (i, j), sum_(cast(A[k, i], f32) * cast(B[j, k], f32), over=k))
     o = op("tt_gemm", inputs=[A, B], outputs=[y])
-    moves = [{"m": "split", "stage": "y", "axis": "i", "size": 32, "into": ["io", "ii"]},
-             {"m": "split", "stage": "y", "axis": "j", "size": 32, "into": ["jo", "ji"]},
-             {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
-             {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
-             {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
-             {"m": "split", "stage": "y", "axis": "k", "size": 16},
-             {"m": "cache", "stage": "y", "buffer": "A", "scope": "shared", "copy": "bulk"},
-             {"m": "cache", "stage": "y", "buffer": "B", "scope": "shared", "copy": "bulk"}]
+    moves = [*bc.dot_tiles(32, 32, 16), *bc.bulk_copies("y", "A", "B")]
     out = []
     be = TritonBackend(interpret=True)
     for sd in json.loads(sys.argv[2]):

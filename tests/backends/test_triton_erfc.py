@@ -129,22 +129,31 @@ def test_on_sm90_the_helper_is_bare_approximations_and_amd_compiles_it_too():
     assert "v_exp_f32" in gcn and "v_rcp_f32" in gcn
 
 
-SCRIPT = textwrap.dedent("""
-    import importlib.util, json, sys
-    import torch, triton, triton.language as tl
-    spec = importlib.util.spec_from_file_location("m", sys.argv[1])
-    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+def _script(call: str) -> str:
+    """A program that runs `call` (of the module's helpers, on `x`) over the JSON list of
+    numbers (or "inf", "nan") in argv[2], with the module at argv[1], and prints the
+    results as JSON (Infinity and NaN included)."""
+    return textwrap.dedent("""
+        import importlib.util, json, sys
+        import torch, triton, triton.language as tl
+        spec = importlib.util.spec_from_file_location("m", sys.argv[1])
+        m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
 
-    @triton.jit
-    def k(w, o, B: tl.constexpr):
-        r = tl.program_id(0) * B + tl.arange(0, B)
-        tl.store(o + r, m._kv_erfc(tl.load(w + r)))
+        @triton.jit
+        def k(w, o, B: tl.constexpr):
+            r = tl.program_id(0) * B + tl.arange(0, B)
+            x = tl.load(w + r)
+            tl.store(o + r, CALL)
 
-    w = torch.tensor(json.loads(sys.argv[2]), dtype=torch.float32)
-    o = torch.empty_like(w)
-    k[(w.numel() // 256,)](w, o, B=256)
-    print(json.dumps(o.tolist()))
-""")
+        x = torch.tensor([float(v) for v in json.loads(sys.argv[2])], dtype=torch.float32)
+        o = torch.empty_like(x)
+        k[(x.numel() // 256,)](x, o, B=256)
+        print(json.dumps(o.tolist()))
+    """).replace("CALL", call)
+
+
+SCRIPT = _script("m._kv_erfc(x)")
+
 
 
 def _fit_terms(text: str) -> int:
@@ -202,23 +211,8 @@ def test_the_helper_matches_math_erfc_in_relative_error(tmp_path, dtype):
     assert got[-1] > 0.0  # erfc(9) = 4e-37: no cancellation to 0
 
 
-GATE_SCRIPT = textwrap.dedent("""
-    import importlib.util, json, sys
-    import torch, triton, triton.language as tl
-    spec = importlib.util.spec_from_file_location("m", sys.argv[1])
-    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+GATE_SCRIPT = _script("m._kv_gauss_gate(x, 1.0, 0.35355339059327373, -0.7213475204444816, -1.0)")
 
-    @triton.jit
-    def k(x, o, B: tl.constexpr):
-        r = tl.program_id(0) * B + tl.arange(0, B)
-        tl.store(o + r, m._kv_gauss_gate(tl.load(x + r), 1.0, 0.35355339059327373,
-                                         -0.7213475204444816, -1.0))
-
-    x = torch.tensor([float(v) for v in json.loads(sys.argv[2])], dtype=torch.float32)
-    o = torch.empty_like(x)
-    k[(x.numel() // 256,)](x, o, B=256)
-    print(json.dumps([str(v) for v in o.tolist()]))
-""")
 
 
 def _gelu(x: float) -> float:
@@ -241,7 +235,7 @@ def test_the_gauss_gate_matches_the_gelu_in_relative_error_and_keeps_inf_and_nan
                        capture_output=True, text=True, timeout=300, cwd=REPO,
                        env=dict(os.environ, TRITON_INTERPRET="1"))
     assert p.returncode == 0, p.stderr[-2000:]
-    got = [float(v) for v in json.loads(p.stdout.splitlines()[-1])]
+    got = json.loads(p.stdout.splitlines()[-1])
     import numpy as np
 
     assert got[-3] == math.inf and got[-2] == 0.0 and math.isnan(got[-1])
