@@ -44,13 +44,18 @@ def dot_usage(plan: Plan, stages: int = 3, warps: int = 4, wavefront: int = 32
     used), and the [M, N] f32 accumulator is spread over the program's threads. `stages`
     and `warps` are the backend's defaults where the plan sets none.
 
-    Of the 289 gemm_bias_gelu kernels the H200 compiled, the estimate is never over the
-    limit and equals ptxas's figure for all but those with 16-wide K tiles (a third more
-    there); of the 15 Triton refused, it is at least what Triton asked for in all but two
-    persistent 32-warp programs with K compiled in (64 KiB more). Other contractions get
+    Of the 334 results of gemm_bias_gelu kernels the H200 compiled (294 candidates, some
+    measured twice), the estimate is never over the limit and equals ptxas's figure for
+    all but those with 16-wide K tiles (a third more there); of the 15 Triton refused, it
+    is at least what Triton asked for in all but two persistent 32-warp programs with K
+    compiled in (64 KiB more). Other contractions get
     no estimate: f32 and mixed operands, a Gram matrix's single operand (dot_interaction)
     and batched dots are staged differently (a quarter to a third of this count there),
-    and an estimate that is too high would skip good candidates."""
+    and an estimate that is too high would skip good candidates. Operands copied in bulk
+    (TMA, triton/bulk.py) add one 8-byte barrier per buffer: ptxas's figure for all 5 such
+    kernels the H200 compiled (3 and 4 stages, one or both operands)."""
+    from .triton.bulk import misaligned, wants_bulk  # the package imports this module
+
     out = []
     for k in plan.kernels:
         for st in k.steps:
@@ -62,8 +67,11 @@ def dot_usage(plan: Plan, stages: int = 3, warps: int = 4, wavefront: int = 32
             w = k.num_warps or warps
             s = k.num_stages or stages
             bufs = max(1, s if w >= 4 and m >= 64 else s - 1)
+            tma = any(wants_bulk(st, x.buffer.name) and misaligned(plan, x) is None
+                      for x in ab)
             out.append(Usage(k.name, st.stage.name, (m, n, kb), s,
-                             bufs * (m * kb + kb * n) * 2, -(-m * n // (w * wavefront))))
+                             bufs * ((m * kb + kb * n) * 2 + (8 if tma else 0)),
+                             -(-m * n // (w * wavefront))))
     return tuple(out)
 
 

@@ -58,6 +58,17 @@ def test_the_estimate_counts_stages_of_both_operand_tiles_and_the_accumulator_pe
     assert u2.registers == 256
 
 
+def test_bulk_copied_operands_add_a_barrier_per_buffer_where_they_are_rendered():
+    t = gemm_trace(128, 256, 64, 8, 3)
+    bulk = Trace.from_dict({**t.to_dict(), "moves": [*t.to_dict()["moves"], {
+        "m": "cache", "stage": "acc", "buffer": "W", "scope": "shared", "copy": "bulk"}]})
+    (plain,), (tma,) = usage_of(t), usage_of(bulk)
+    assert tma.shared_bytes == plain.shared_bytes + 3 * 8 == 147480  # the H200's ptxas
+    # rows of 100 bf16 (200 bytes): pointer tiles at that shape class, no barriers
+    odd = {"M": 256, "K": 64, "N": 100}
+    assert usage_of(bulk, dims=odd)[0].shared_bytes == usage_of(t, dims=odd)[0].shared_bytes
+
+
 def test_contractions_triton_stages_differently_get_no_estimate():
     f32 = LIBRARY["gemm"]  # f32 operands
     t = Trace.from_dict({**json.loads(gemm_trace(128, 128, 32, 4, 3).to_json()), "op": "gemm"})
@@ -131,7 +142,7 @@ def test_the_estimate_matches_the_h200s_compiles_of_the_archived_gemm_candidates
             if u.registers > H200["registers_per_thread"]:
                 assert d["compiler.spills"] > 0, tj
                 spilled += 1
-    assert compiled >= 280 and refused >= 14 and spilled >= 8  # 289, 15, 8 as committed
+    assert compiled >= 330 and refused >= 14 and spilled >= 8  # 334, 15, 8 as committed
 
 
 def _ctx(limits: dict, parents: tuple[Scored, ...]) -> ProposalContext:
