@@ -54,7 +54,7 @@ def dot_usage(plan: Plan, stages: int = 3, warps: int = 4, wavefront: int = 32
     and an estimate that is too high would skip good candidates. Operands copied in bulk
     (TMA, triton/bulk.py) add one 8-byte barrier per buffer: ptxas's figure for all 5 such
     kernels the H200 compiled (3 and 4 stages, one or both operands)."""
-    from .triton.bulk import misaligned, wants_bulk  # the package imports this module
+    from .triton.bulk import copied_in_bulk  # that package imports this module
 
     out = []
     for k in plan.kernels:
@@ -67,8 +67,7 @@ def dot_usage(plan: Plan, stages: int = 3, warps: int = 4, wavefront: int = 32
             w = k.num_warps or warps
             s = k.num_stages or stages
             bufs = max(1, s if w >= 4 and m >= 64 else s - 1)
-            tma = any(wants_bulk(st, x.buffer.name) and misaligned(plan, x) is None
-                      for x in ab)
+            tma = any(copied_in_bulk(plan, st, x) for x in ab)
             out.append(Usage(k.name, st.stage.name, (m, n, kb), s,
                              bufs * ((m * kb + kb * n) * 2 + (8 if tma else 0)),
                              -(-m * n // (w * wavefront))))

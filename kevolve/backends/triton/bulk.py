@@ -56,6 +56,11 @@ def wants_bulk(st: Step, buffer: str) -> bool:
     return (buffer, "shared", "bulk") in st.caches
 
 
+def copied_in_bulk(plan: Plan, st: Step, ld: Load) -> bool:
+    """Whether the rendered kernel reads operand `ld` through a descriptor."""
+    return wants_bulk(st, ld.buffer.name) and misaligned(plan, ld) is None
+
+
 def _loops(k: KernelPlan, st: Step) -> dict:
     return {lp.name: lp for lp in k.loops + st.reduce_loops}
 
@@ -93,6 +98,15 @@ def tile(k: KernelPlan, st: Step, ld: Load) -> BulkTile:
         block.append(size)
     # A tl.dot's tiles have 16 lanes or more per axis, so a box row holds 16 bytes or more
     return BulkTile(name, (block[0], block[1]), (maps[0], maps[1]))
+
+
+def origin(k: KernelPlan, st: Step, bt: BulkTile, var: dict[str, str]) -> list[str]:
+    """The tile's first element, per dimension: the axis less its lanes (`var` names the
+    loop variables of the rendered code)."""
+    loops = _loops(k, st)
+    return [" + ".join(var[ln] if s == 1 else f"{var[ln]} * {s}" for ln, s in
+                       zip(m.loops, m.strides) if loops[ln].role != "block") or "0"
+            for m in bt.maps]
 
 
 def misaligned(plan: Plan, ld: Load) -> str | None:

@@ -502,12 +502,7 @@ class KernelWriter:
             self.w(f"# cache {ld.buffer.name} (shared, bulk): {why}; the threads copy it")
             return None
         bt = bulk.tile(self.k, st, ld)  # the backend's check has ruled out BulkError
-        loops = {lp.name: lp for lp in self.k.loops + st.reduce_loops}
-        at = []
-        for m in bt.maps:  # the tile's first element: the axis less its lanes
-            parts = [var[ln] if s == 1 else f"{var[ln]} * {s}" for ln, s in
-                     zip(m.loops, m.strides) if loops[ln].role != "block"]
-            at.append(" + ".join(parts) or "0")
+        at = bulk.origin(self.k, st, bt, var)
         if bt.arg not in self.descriptors:
             self.descriptors[bt.arg] = bt
             b = ld.buffer
@@ -580,10 +575,12 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
     ctx = Ctx()
     wide = wide_offsets(op, plan)
     bulk_guards: list[tuple[str, str]] = []
+    descriptors = False
     for k in plan.kernels:
         writer = KernelWriter(plan, k, dot_f32, wide)
         body = writer.render()
         descs = writer.descriptors
+        descriptors = descriptors or bool(descs)
         bulk_guards += [g for g in writer.bulk_guards if g not in bulk_guards]
         total = " * ".join(f"({emit(grid_count(k, lp), ctx, LANG, ptr)})" for lp in k.grid) \
             or "1"
@@ -623,5 +620,5 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
     fit = erfc_helper(libdevice, half)
     return {"kernels": kernels, "dims": dims, "guards": guards, "scratch": scratch,
             "erfc": fit if erfc else None, "gate": fit if gate else None,
-            "descriptors": bool(bulk_guards)}
+            "descriptors": descriptors}
 
