@@ -70,6 +70,10 @@ class Tiles:
             return
         canon, where = self.canon(st), self.where_of(st)
         for buf, scope, _copy in st.caches:  # no copy engine here: bulk copies too
+            if buf == st.stage.out.name:  # a bulk write of the output (Triton's copy engine)
+                out.append(Comment(f"cache {buf} (the stage's output): written by the "
+                                   "threads here"))
+                continue
             if scope != "shared":
                 out.append(Comment(f"cache {buf} (local): registers are this path's home "
                                    "for a thread's values already; nothing to stage"))

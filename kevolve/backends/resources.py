@@ -53,8 +53,12 @@ def dot_usage(plan: Plan, stages: int = 3, warps: int = 4, wavefront: int = 32
     and batched dots are staged differently (a quarter to a third of this count there),
     and an estimate that is too high would skip good candidates. Operands copied in bulk
     (TMA, triton/bulk.py) add one 8-byte barrier per buffer: ptxas's figure for all 5 such
-    kernels the H200 compiled (3 and 4 stages, one or both operands)."""
-    from .triton.bulk import copied_in_bulk  # that package imports this module
+    kernels the H200 compiled (3 and 4 stages, one or both operands). An output written in
+    bulk adds its staging buffer (one piece of the tile): ptxas's figure at 128x256 tiles
+    in 2 pieces, 3 and 4 stages. Not counted: the epilogue buffer Triton adds when a
+    persistent loop is pipelined across tiles (32 KiB at 128x256 with pointer stores, 1 KiB
+    beside a bulk write, on the H200)."""
+    from .triton.bulk import copied_in_bulk, staging_bytes  # that package imports this
 
     out = []
     for k in plan.kernels:
@@ -69,8 +73,8 @@ def dot_usage(plan: Plan, stages: int = 3, warps: int = 4, wavefront: int = 32
             bufs = max(1, s if w >= 4 and m >= 64 else s - 1)
             tma = any(copied_in_bulk(plan, st, x) for x in ab)
             out.append(Usage(k.name, st.stage.name, (m, n, kb), s,
-                             bufs * ((m * kb + kb * n) * 2 + (8 if tma else 0)),
-                             -(-m * n // (w * wavefront))))
+                             bufs * ((m * kb + kb * n) * 2 + (8 if tma else 0)) +
+                             staging_bytes(plan, k), -(-m * n // (w * wavefront))))
     return tuple(out)
 
 

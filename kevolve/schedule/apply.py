@@ -95,12 +95,19 @@ def apply(s: Schedule, d: dict, i: int) -> Schedule:
     check_schema(d, i)
     m = d["m"]
     if m == "launch":
-        return replace(s, num_warps=d.get("num_warps", s.num_warps),
-                       num_stages=d.get("num_stages", s.num_stages),
-                       group_m=d.get("group_m", s.group_m),
-                       dot_precision=d.get("dot_precision", s.dot_precision),
-                       constexpr_dims=_constexpr_dims(s, d, i),
-                       persistent=d.get("persistent", s.persistent))
+        out = replace(s, num_warps=d.get("num_warps", s.num_warps),
+                      num_stages=d.get("num_stages", s.num_stages),
+                      group_m=d.get("group_m", s.group_m),
+                      dot_precision=d.get("dot_precision", s.dot_precision),
+                      constexpr_dims=_constexpr_dims(s, d, i),
+                      persistent=d.get("persistent", s.persistent),
+                      pipeline=d.get("pipeline", s.pipeline))
+        if out.pipeline == "across_tiles" and not out.persistent:
+            raise MoveError(i, "semantics.pipeline_persistent", "pipeline 'across_tiles' "
+                            "needs persistent programs: one program per tile has no next "
+                            "tile to load", "add \"persistent\": 1 to this launch move (or "
+                            "an earlier one), or drop pipeline")
+        return out
     st = _stage(s, d["stage"], i)
     op = s.op
     if m not in ("inline", "compute_at") and st.placement == "inline":
@@ -287,18 +294,29 @@ def _reads_through_inline(op: Op, c, name: str) -> bool:
 
 def _cache(op: Op, st: StageSched, d: dict, i: int) -> StageSched:
     s = op.stage(st.name)
-    if not any(isinstance(n, Load) and n.buffer.name == d["buffer"] for n in walk_stage(s)):
+    buf, copy = d["buffer"], d.get("copy", "threads")
+    own = buf == s.out.name
+    if own and (copy != "bulk" or d["scope"] != "shared"):
+        raise MoveError(i, "semantics.cache_output", f"stage {st.name!r} writes {buf!r}: "
+                        "a stage's own output is cached only to be written in bulk",
+                        "add \"scope\": \"shared\", \"copy\": \"bulk\", or cache a buffer "
+                        "the stage reads")
+    if not own and not any(isinstance(n, Load) and n.buffer.name == buf
+                           for n in walk_stage(s)):
         raise MoveError(i, "semantics.cache_unread", f"stage {st.name!r} does not read "
-                        f"{d['buffer']!r}", "cache a buffer the stage loads")
-    copy = d.get("copy", "threads")
+                        f"{buf!r}", "cache a buffer the stage loads, or its own output "
+                        f"({s.out.name!r}) to write it in bulk")
     if copy == "bulk" and d["scope"] != "shared":
-        raise MoveError(i, "semantics.bulk_scope", f"a bulk copy of {d['buffer']!r} is into "
+        raise MoveError(i, "semantics.bulk_scope", f"a bulk copy of {buf!r} is into "
                         f"shared memory, not {d['scope']!r}", "use scope 'shared' with copy "
                         "'bulk', or drop copy")
-    caches = tuple(c for c in st.caches if c[0] != d["buffer"]) + \
-        ((d["buffer"], d["scope"], copy),)
-    by = tuple(c for c in st.cache_by if c[0] != d["buffer"]) + ((d["buffer"], i),)
-    return replace(st, caches=caches, cache_by=by)
+    if "parts" in d and not own:
+        raise MoveError(i, "semantics.cache_parts", f"parts applies to a bulk write of the "
+                        f"stage's own output ({s.out.name!r}), not to {buf!r}", "drop parts")
+    caches = tuple(c for c in st.caches if c[0] != buf) + ((buf, d["scope"], copy),)
+    by = tuple(c for c in st.cache_by if c[0] != buf) + ((buf, i),)
+    parts = d.get("parts", 1) if own else st.store_parts
+    return replace(st, caches=caches, cache_by=by, store_parts=parts)
 
 
 def _prefetch(op: Op, st: StageSched, d: dict, i: int) -> StageSched:

@@ -150,7 +150,7 @@ def _kernel(sched: Schedule, op: Op, rs: StageSched, steps_at: list[StageSched],
     return KernelPlan(f"k_{rs.name}", root, tuple(loops), tuple(steps), rank,
                       tuple(pos_sizes), sched.num_warps, sched.num_stages, sched.group_m,
                       tuple(guards), sched.dot_precision, sched.constexpr_dims,
-                      sched.persistent)
+                      sched.persistent, sched.pipeline)
 
 
 def _tile_axes(root, loops: list[PLoop]) -> set[str]:
@@ -294,7 +294,7 @@ def _step(ss: StageSched, stage, bodies, spatial: dict[str, AxisMap], level, loo
         strat = "dot"
     return Step(stage, body, level, tuple(spatial[a.name] for a in stage.axes),
                 tuple(red_loops), tuple(red_maps), strat, None, is_root, ss.prefetch,
-                ss.caches)
+                ss.caches, ss.store_parts)
 
 
 def _strip(x: Expr) -> Expr:

@@ -55,12 +55,15 @@ MOVES: dict[str, MoveSpec] = {m.name: m for m in (
              ("stage", "at"), "Compute a producer inside its consumer's loop `at` = "
              "[consumer, axis]: its values stay in registers/local memory."),
     MoveSpec("cache", {"stage": NAME, "buffer": NAME, "scope": _enum("shared", "local"),
-                       "copy": _enum("threads", "bulk")},
+                       "copy": _enum("threads", "bulk"), "parts": POW2},
              ("stage", "buffer", "scope"),
              "Stage the tile of `buffer` that `stage` reads in shared or local memory; "
              "`copy: bulk` (scope shared) has a copy engine move whole tiles (on NVIDIA "
-             "Hopper through Triton: TMA tensor descriptors for contraction operands) "
-             "instead of the program's threads (`threads`, the default)."),
+             "Hopper through Triton: TMA tensor descriptors) instead of the program's "
+             "threads (`threads`, the default). `buffer` may be the stage's own output with "
+             "`copy: bulk`: its tile is written from shared memory by the copy engine, in "
+             "`parts` pieces along its last axis (default 1; each piece needs its own "
+             "staging buffer no longer)."),
     MoveSpec("prefetch", {"stage": NAME, "buffer": NAME, "distance": INT},
              ("stage", "buffer"),
              "Fetch the rows a gathered load of `buffer` will read `distance` iterations "
@@ -75,14 +78,18 @@ MOVES: dict[str, MoveSpec] = {m.name: m for m in (
     MoveSpec("launch", {"num_warps": POW2, "num_stages": INT, "group_m": INT,
                         "dot_precision": _enum("ieee", "tf32x3"),
                         "constexpr_dims": {"type": "array", "items": NAME, "maxItems": 16},
-                        "persistent": {"type": "integer", "minimum": 1, "maximum": 32}},
+                        "persistent": {"type": "integer", "minimum": 1, "maximum": 32},
+                        "pipeline": _enum("tile", "across_tiles")},
              (),
              "Launch hints: warps per program, software-pipeline stages, grouped "
              "program ordering for 2-d grids, how f32 matrix-unit products are formed "
              "(ieee, or tf32x3: three tf32 products, f32-accurate on tensor cores), "
              "which dims are compile-time constants (Triton: one compile per value), and "
              "persistent programs (`persistent` per multiprocessor, each looping over "
-             "the grid's tiles instead of one program per tile)."),
+             "the grid's tiles instead of one program per tile), and how far a persistent "
+             "program's software pipeline reaches (`pipeline`: within each tile's loop, "
+             "the default, or `across_tiles`: the next tile's loads start during this "
+             "tile's epilogue)."),
 )}
 
 

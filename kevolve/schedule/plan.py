@@ -51,6 +51,7 @@ class Step:
     is_root: bool = False
     prefetch: tuple[tuple[str, int], ...] = ()  # (buffer, distance): gathers to fetch ahead
     caches: tuple[tuple[str, str, str], ...] = ()  # (buffer, scope, copy) from cache moves
+    store_parts: int = 1  # pieces of a bulk write of the output (its own cache's parts)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class KernelPlan:
     dot_precision: str | None = None  # f32 matrix-unit products: ieee | tf32x3
     constexpr_dims: tuple[str, ...] = ()  # dims compiled in (Triton constexpr)
     persistent: int | None = None  # programs per multiprocessor looping over the grid
+    pipeline: str | None = None  # across_tiles: a persistent loop pipelined across tiles
 
     @property
     def grid(self) -> tuple[PLoop, ...]:

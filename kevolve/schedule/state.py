@@ -34,6 +34,7 @@ class StageSched:
     split_factor: int | None = None
     caches: tuple[tuple[str, str, str], ...] = ()  # (buffer, scope, copy) from cache moves
     cache_by: tuple[tuple[str, int], ...] = ()  # (buffer, index of its cache move)
+    store_parts: int = 1  # pieces of a bulk write of the stage's own output (cache parts)
     prefetch: tuple[tuple[str, int], ...] = ()  # (buffer, distance) for gathered loads
 
     def loop(self, name: str) -> LoopAxis | None:
@@ -56,6 +57,7 @@ class Schedule:
     dot_precision: str | None = None
     constexpr_dims: tuple[str, ...] = ()
     persistent: int | None = None
+    pipeline: str | None = None  # tile | across_tiles (persistent programs)
 
     def stage(self, name: str) -> StageSched:
         for s in self.stages:

@@ -113,6 +113,22 @@ def test_toggle_persistent_adds_a_program_count_and_takes_it_away():
     assert len(counts) > 1
 
 
+def test_toggle_pipeline_needs_persistent_programs_and_goes_with_them():
+    op, dims, t = _default("gemm_bias_gelu")
+    rng = random.Random(3)
+    triton = _caps("triton")
+    assert mu.toggle_pipeline(t, rng, triton) is None  # one program per tile
+    assert mu.toggle_pipeline(t, rng, _caps("cuda")) is None
+    persistent = mu.toggle_persistent(t, rng, triton)
+    on = mu.toggle_pipeline(persistent, rng, triton)
+    assert lower(apply_trace(op, on), dims).kernels[0].pipeline == "across_tiles"
+    assert "flatten=True" in _triton_source(op, dims, on)
+    assert mu.toggle_pipeline(on, rng, triton).moves == persistent.moves
+    off = mu.toggle_persistent(on, rng, triton)  # drops the pipeline with the programs
+    k = lower(apply_trace(op, off), dims).kernels[0]
+    assert k.persistent is None and k.pipeline is None
+
+
 def _triton_source(op, dims, t) -> str:
     from kevolve.backends.triton import TritonBackend
     return TritonBackend().render(lower(apply_trace(op, t), dims)).text

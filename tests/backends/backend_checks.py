@@ -168,6 +168,12 @@ def bulk_copies(stage: str, *buffers: str) -> list[dict]:
             for b in buffers]
 
 
+def bulk_store(stage: str, parts: int = 1) -> dict:
+    """The `cache` move writing `stage`'s own output in bulk, in `parts` pieces."""
+    return {"m": "cache", "stage": stage, "buffer": stage, "scope": "shared", "copy": "bulk",
+            "parts": parts}
+
+
 BULK_AW = bulk_copies("acc", "A", "W")
 
 VARIANT_SOFTMAX_ONLINE = [
@@ -270,6 +276,16 @@ VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
          ("M13K7N100", {"M": 13, "K": 7, "N": 100})]),
     "gemm_bulk": ("gemm", "dot", [*dot_tiles(16, 16, 16), *bulk_copies("y", "A", "W")],
         [("M40K20N36", {"M": 40, "K": 20, "N": 36}), ("M13K7N100", {"M": 13, "K": 7, "N": 100})]),
+    # the output written in bulk too, in 4 pieces, and the tile loop pipelined across tiles;
+    # N=100 (200-byte rows) falls back to pointer stores and W to pointer tiles
+    "gemm_bias_gelu_bulk_store": ("gemm_bias_gelu", "dot", [
+        *gemm_tiles(32, 64, 32), *BULK_AW, bulk_store("y", 4),
+        {"m": "launch", "persistent": 1, "pipeline": "across_tiles"}],
+        [("M40K48N72", {"M": 40, "K": 48, "N": 72}), ("M64K64N136", {"M": 64, "K": 64, "N": 136}),
+         ("M13K7N100", {"M": 13, "K": 7, "N": 100})]),
+    "gemm_bulk_store": ("gemm", "dot", [*dot_tiles(16, 32, 16), *bulk_copies("y", "A", "W"),
+                                        bulk_store("y", 2)],
+        [("M40K20N36", {"M": 40, "K": 20, "N": 36}), ("M16K16N64", {"M": 16, "K": 16, "N": 64})]),
     "softmax_online_persistent": ("softmax", "online", [
         *VARIANT_SOFTMAX_ONLINE, {"m": "launch", "persistent": 1}],
         [("M37N50", {"M": 37, "N": 50}), ("M3N1000", {"M": 3, "N": 1000})]),

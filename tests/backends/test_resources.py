@@ -69,6 +69,21 @@ def test_bulk_copied_operands_add_a_barrier_per_buffer_where_they_are_rendered()
     assert usage_of(bulk, dims=odd)[0].shared_bytes == usage_of(t, dims=odd)[0].shared_bytes
 
 
+def test_an_output_written_in_bulk_adds_its_staging_buffer_where_it_is_rendered():
+    t = gemm_trace(128, 256, 64, 8, 4)
+    moves = [*t.to_dict()["moves"], *({"m": "cache", "stage": "acc", "buffer": b,
+                                        "scope": "shared", "copy": "bulk"} for b in "AW")]
+    bulk = Trace.from_dict({**t.to_dict(), "moves": moves})
+    write = Trace.from_dict({**t.to_dict(), "moves": [*moves, {
+        "m": "cache", "stage": "y", "buffer": "y", "scope": "shared", "copy": "bulk",
+        "parts": 2}]})
+    (u,), (w,) = usage_of(bulk), usage_of(write)
+    assert w.shared_bytes == u.shared_bytes + 128 * 128 * 2 == 229408  # the H200's ptxas
+    # rows of 100 bf16 (200 bytes): pointer stores at that shape class, no staging
+    odd = {"M": 256, "K": 64, "N": 100}
+    assert usage_of(write, dims=odd)[0].shared_bytes == usage_of(bulk, dims=odd)[0].shared_bytes
+
+
 def test_contractions_triton_stages_differently_get_no_estimate():
     f32 = LIBRARY["gemm"]  # f32 operands
     t = Trace.from_dict({**json.loads(gemm_trace(128, 128, 32, 4, 3).to_json()), "op": "gemm"})
@@ -118,7 +133,9 @@ def test_the_estimate_matches_the_h200s_compiles_of_the_archived_gemm_candidates
     """Never over the limit for a kernel that compiled (so no good candidate is skipped);
     ptxas's figure exactly for all but 16-wide K tiles (Triton pads those by a third); at
     least Triton's "Required" for every refused kernel under 32 warps (two persistent
-    32-warp programs with K compiled in asked 64 KiB more than the estimate)."""
+    32-warp programs with K compiled in asked 64 KiB more than the estimate). A loop
+    pipelined across tiles beside a bulk write holds 1 KiB more than counted (the 2 such
+    kernels of session 12)."""
     compiled = refused = spilled = 0
     for tj, verdict, message, diag in _archived_gemm_results():
         t = Trace.from_json(tj)
@@ -136,8 +153,10 @@ def test_the_estimate_matches_the_h200s_compiles_of_the_archived_gemm_candidates
             refused += 1
         elif verdict == "ok" and "compiler.shared_bytes" in d:
             assert u.shared_bytes <= H200["shared_bytes"], tj
+            across = _launch(tj).get("pipeline") == "across_tiles"
             if dict(t.decisions)["$BK"] >= 32:
-                assert u.shared_bytes == d["compiler.shared_bytes"], tj
+                assert u.shared_bytes + (1024 if across else 0) == \
+                    d["compiler.shared_bytes"], tj
             compiled += 1
             if u.registers > H200["registers_per_thread"]:
                 assert d["compiler.spills"] > 0, tj

@@ -197,3 +197,72 @@ def test_transposed_operands_through_descriptors_match_the_reference_interpreter
     assert len(res) == 6 and all(r["bulk"] for r in res)
     for r in res:
         assert not r["problems"], r
+
+
+# -- an output written in bulk (cache y on stage y) and the pipeline across tiles --------
+
+def _store(parts: int = 1) -> dict:
+    return bc.bulk_store("y", parts)
+
+
+@pytest.mark.parametrize("parts,width", [(1, 256), (2, 128), (4, 64)])
+def test_the_output_is_written_through_descriptors_in_its_pieces(parts, width):
+    text = _gelu_src([*_tiles(), BULK["A"], BULK["W"], _store(parts)]).text
+    arg = f"t_y_128x{width}"
+    assert f"t_W_64x256, {arg}):" in text
+    assert f'TensorDescriptor.from_tensor(bufs["y"], [128, {width}])' in text
+    stores = re.findall(rf"{arg}\.store\(\[g_io \* 128, g_jo \* 256(?: \+ (\d+))?\], ", text)
+    assert [int(s or 0) for s in stores] == [q * width for q in range(parts)]
+    assert "tl.store(p_y" not in text
+    assert "y: its bulk copy needs non-empty rows of a multiple of 16 bytes" in text
+
+
+def test_output_rows_off_16_bytes_at_the_shape_class_get_pointer_stores():
+    text = _gelu_src([*_tiles(), BULK["A"], _store(2)], {"M": 256, "K": 64, "N": 100}).text
+    assert "# cache y (shared, bulk): its rows are 200 bytes at this shape class" in text
+    assert "tl.store(p_y" in text and "t_y_" not in text and "t_A_128x64.load(" in text
+
+
+@pytest.mark.parametrize("moves,words", [
+    ([*_tiles(), _store(64)], ["256 lanes along its last axis", "64 parts",
+                               "16 bytes or more", "fewer parts"]),
+    ([*_tiles(), {"m": "cache", "stage": "acc", "buffer": "acc", "scope": "shared",
+                  "copy": "bulk"}], ["computed inside kernel 'k_y'", "stays in the program"]),
+], ids=["pieces_under_16_bytes", "not_the_kernel_root"])
+def test_outputs_a_descriptor_cannot_write_are_errors_at_the_cache_move(moves, words):
+    with pytest.raises(MoveError) as e:
+        _gelu_src(moves)
+    assert e.value.code == "backend.bulk_copy" and e.value.move_index == 7, e.value
+    for w in words:
+        assert w in str(e.value) + (e.value.hint or ""), (w, str(e.value), e.value.hint)
+
+
+def test_the_pipeline_across_tiles_flattens_the_persistent_tile_loop():
+    launch = {"m": "launch", "persistent": 1, "pipeline": "across_tiles"}
+    text = _gelu_src([*_tiles(), BULK["A"], BULK["W"], launch]).text
+    assert re.search(r"for tile in tl\.range\(tl\.program_id\(0\), .+, tl\.num_programs\(0\), "
+                     r"flatten=True\):", text)
+    within = _gelu_src([*_tiles(), {**launch, "pipeline": "tile"}]).text
+    assert "flatten" not in within and "for tile in tl.range(" in within
+    # CUDA has no copy engine here and ignores the pipeline: the same trace, threads write
+    cuda = api.lower(ops.get("gemm_bias_gelu").op, {"op": "gemm_bias_gelu", "moves": [
+        *bc.gemm_tiles(32, 64, 32), launch, _store(2)]}, "cuda", GPU).text
+    assert "cache y (shared)" in cuda and "y[" in cuda and "Descriptor" not in cuda
+
+
+def test_the_write_mutation_toggles_a_2d_output_where_the_backend_has_a_copy_engine():
+    import random
+
+    d = ops.get("gemm_bias_gelu")
+    t = Trace.make("gemm_bias_gelu", _tiles())
+    assert mu.toggle_bulk_write(t, random.Random(0), d.op, {"bulk_copy": False}) is None
+    parts = set()
+    for seed in range(12):
+        child = mu.toggle_bulk_write(t, random.Random(seed), d.op, {"bulk_copy": True})
+        (new,) = [m.to_dict() for m in child.moves][len(t.moves):]
+        assert (new["stage"], new["buffer"], new["copy"]) == ("y", "y", "bulk")
+        parts.add(new["parts"])
+        assert "t_y_128x" in _gelu_src([m.to_dict() for m in child.moves]).text
+        back = mu.toggle_bulk_write(child, random.Random(seed), d.op, {"bulk_copy": True})
+        assert back.moves == t.moves
+    assert parts == {1, 2, 4}

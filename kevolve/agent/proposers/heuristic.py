@@ -74,10 +74,12 @@ class HeuristicProposer:
             "vectorize": lambda: mu.vectorize_inner(t, r, op, ctx.caps),
             "cache": lambda: mu.toggle_cache(t, r, op, ctx.caps),
             "bulk": lambda: mu.toggle_bulk_copy(t, r, op, ctx.caps),
+            "bulk_write": lambda: mu.toggle_bulk_write(t, r, op, ctx.caps),
             "rows": lambda: mu.rows_per_program(t, r, op),
             "precision": lambda: mu.toggle_precision(t, r, ctx.caps, op),
             "constexpr": lambda: mu.toggle_constexpr(t, r, ctx.caps, op),
             "persistent": lambda: mu.toggle_persistent(t, r, ctx.caps),
+            "pipeline": lambda: mu.toggle_pipeline(t, r, ctx.caps),
             "prefetch": lambda: mu.toggle_prefetch(t, r, gpu),
             "unroll": lambda: mu.unroll_loop(t, r, op, ctx.caps),
             "split": lambda: mu.split_tile(t, r, op),
@@ -92,8 +94,8 @@ class HeuristicProposer:
         for p in parents:
             self.seen.add(Trace.from_json(p.trace_json).to_json())
         names = ["scale", "scale", "warps", "stages", "online", "reduce_split", "vectorize",
-                 "cache", "bulk", "rows", "precision", "constexpr", "persistent", "prefetch",
-                 "unroll", "split"]
+                 "cache", "bulk", "bulk_write", "rows", "precision", "constexpr", "persistent",
+                 "pipeline", "prefetch", "unroll", "split"]
         out: list[Proposal] = []
         for _ in range(self.attempts * max(1, n)):
             if len(out) >= n:

@@ -43,7 +43,8 @@ class TritonBackend(Backend):
     caps = Caps("cuda", max_tile_elems=1 << 17, max_warps=32, wavefront=32,
                 bind_targets=frozenset({"grid", "threads"}), renders=frozenset(),
                 launch_args=frozenset({"num_warps", "num_stages", "group_m", "dot_precision",
-                                       "constexpr_dims", "persistent"}), bulk_copy=True)
+                                       "constexpr_dims", "persistent", "pipeline"}),
+                bulk_copy=True)
 
     def __init__(self, interpret: bool = False, device: str | None = None,
                  ptxas: str = "auto"):

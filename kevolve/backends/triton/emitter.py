@@ -221,7 +221,12 @@ class KernelWriter:
         wide = ".to(tl.int64)" if self.wide else ""
         if k.persistent:  # the launcher starts fewer programs; each takes every n-th tile
             total = " * ".join(f"({c})" for c in counts)
-            self.w(f"for tile in tl.range(tl.program_id(0), {total}, tl.num_programs(0)):")
+            # across tiles: Triton flattens the tile loop and the loops in it into one
+            # software pipeline, so the next tile's loads are in flight during this one's
+            # epilogue (gemm_bias_gelu on the H200, with bulk copies: h200-gemm-kdepth-loops)
+            flat = ", flatten=True" if k.pipeline == "across_tiles" else ""
+            self.w(f"for tile in tl.range(tl.program_id(0), {total}, tl.num_programs(0)"
+                   f"{flat}):")
             self.ind += 1
             self.w(f"pid = tile{wide}")
         else:
@@ -497,24 +502,70 @@ class KernelWriter:
     def _bulk_operand(self, st: Step, ld: Load, var: dict, base: str) -> str | None:
         """The operand's tile through a tensor descriptor (bulk.py), in memory order; None
         (pointer tiles, with a comment) where the shape class rules the descriptor out."""
-        why = bulk.misaligned(self.plan, ld)
+        why = bulk.misaligned(self.plan, ld.buffer)
         if why is not None:
             self.w(f"# cache {ld.buffer.name} (shared, bulk): {why}; the threads copy it")
             return None
         bt = bulk.tile(self.k, st, ld)  # the backend's check has ruled out BulkError
         at = bulk.origin(self.k, st, bt, var)
-        if bt.arg not in self.descriptors:
-            self.descriptors[bt.arg] = bt
-            b = ld.buffer
-            rows, cols = (self.ex(e, Ctx()) for e in b.shape)
-            self.bulk_guards.append(
-                (f"(({cols}) * {b.dtype.bits // 8}) % {bulk.MIN_ROW_BYTES} == 0 and "
-                 f"({rows}) > 0 and ({cols}) > 0",
-                 f"{b.name}: its bulk copy needs non-empty rows of a multiple of "
-                 f"{bulk.MIN_ROW_BYTES} bytes"))
+        self._descriptor(bt, ld.buffer)
         t = self.fresh(base)
         self.w(f"{t} = {bt.arg}.load([{at[0]}, {at[1]}])")
         return t
+
+    def _descriptor(self, bt: bulk.BulkTile, b) -> None:
+        """A kernel parameter for the descriptor of `bt`, and the launcher's guard on it."""
+        if bt.arg in self.descriptors:
+            return
+        self.descriptors[bt.arg] = bt
+        rows, cols = (self.ex(e, Ctx()) for e in b.shape)
+        self.bulk_guards.append(
+            (f"(({cols}) * {b.dtype.bits // 8}) % {bulk.MIN_ROW_BYTES} == 0 and "
+             f"({rows}) > 0 and ({cols}) > 0",
+             f"{b.name}: its bulk copy needs non-empty rows of a multiple of "
+             f"{bulk.MIN_ROW_BYTES} bytes"))
+
+    def _bulk_store(self, st: Step, val: str) -> bool:
+        """Write the output tile through a tensor descriptor, in `store_parts` pieces along
+        its last axis (bulk.py); False (a comment, then pointer stores) where the shape
+        class rules the descriptor out."""
+        out = st.stage.out
+        why = bulk.misaligned(self.plan, out)
+        if why is not None:
+            self.w(f"# cache {out.name} (shared, bulk): {why}; the threads write it")
+            return False
+        bt = bulk.output_tile(self.k, st)  # the backend's check has ruled out BulkError
+        at = bulk.origin(self.k, st, bt, self.var)
+        self._descriptor(bt, out)
+        v = self.fresh(f"v_{out.name}_")
+        self.w(f"{v} = ({val}).to({TL[out.dtype.name]})")
+        rows, width = bt.block
+        for q, piece in enumerate(self._pieces(v, rows, width, st.store_parts)):
+            col = at[1] if q == 0 else f"{at[1]} + {q * width}"
+            self.w(f"{bt.arg}.store([{at[0]}, {col}], {piece})")
+        return True
+
+    def _pieces(self, v: str, rows: int, width: int, parts: int) -> list[str]:
+        """[rows, parts * width] tile `v` as `parts` [rows, width] tiles, left to right:
+        Triton has no slices, so reshape to [rows, parts, width], move the part index
+        last and split it in halves (a split takes a last dimension of 2)."""
+        if parts == 1:
+            return [v]
+        t = self.fresh(f"{v}_p")
+        self.w(f"{t} = tl.permute(tl.reshape({v}, [{rows}, {parts}, {width}]), (0, 2, 1))")
+        return self._halves(t, rows, width, parts)
+
+    def _halves(self, t: str, rows: int, width: int, parts: int) -> list[str]:
+        """The pieces of [rows, width, parts] tile `t` in part order: part q = 2 q' + r
+        lands in half r at q'."""
+        lo, hi = self.fresh(f"{t}_"), self.fresh(f"{t}_")
+        src = t if parts == 2 else f"tl.reshape({t}, [{rows}, {width}, {parts // 2}, 2])"
+        self.w(f"{lo}, {hi} = tl.split({src})")
+        if parts == 2:
+            return [lo, hi]
+        evens = self._halves(lo, rows, width, parts // 2)
+        odds = self._halves(hi, rows, width, parts // 2)
+        return [x for pair in zip(evens, odds) for x in pair]
 
     def _trans(self, tile: str) -> str:
         """A dot operand tile with its last two dimensions swapped (a batch stays first)."""
@@ -553,6 +604,8 @@ class KernelWriter:
 
     def store(self, st: Step, val: str, ctx: Ctx) -> None:
         out = st.stage.out
+        if bulk.writes_in_bulk(st) and self._bulk_store(st, val):
+            return
         off = linear_offset(st.stage.store_index, out.shape, lambda e: self.ex(e, ctx))
         if self.k.rank and not any(self._loop(ln).role == "block" for mm in st.spatial
                                    for ln in mm.loops):

@@ -1,0 +1,239 @@
+"""Does a deeper K tile take gemm_bias_gelu's mainloop overhead off? (session 12)
+
+The SASS of kevolve's best kernels (128x256x64 tiles, 8 warps, bulk copies) spends 66
+instructions per warp on each 64-deep K step, 4 of them wgmma: the mbarrier wait and
+arrive, three CTA barriers around the copy engine's issue, the descriptors' arithmetic.
+Over the op's 64 K steps per tile that is about 35M of the kernel's 62M warp instructions
+(Nsight Compute), and at this GPU's 700 W cap time per call follows energy per call
+(h200_gemm_counters.py). A 128-deep K tile issues 8 wgmma per step with about 85
+instructions (sm_90a SASS from ptxas 13.0), so about 22M for the mainloop; its two stages
+of 96 KB fit the shared memory where three do not (which is why the searches, which tried
+128-deep tiles only at 3 and 4 stages, never compiled one at 128x256).
+
+Every variant is a schedule (a trace) the backend renders as is, apart from one diagnostic:
+the output tile stored through a tensor descriptor (the copy engine), a hand edit of the
+rendering, to price a bulk store before building one. Each is checked against float64
+first, then timed beside cuBLAS's bare matmul, cuBLASLt's fused bias + tanh GELU and
+torch.compile in interleaved do_bench rounds, then back to back under nvidia-smi (energy
+per call). `--profile` runs one call of each between cudaProfilerStart/Stop for Nsight
+Compute (h200_gemm_kdepth.sh).
+
+    PYTHONPATH=.:benchmarks python3 benchmarks/h200_gemm_kdepth.py --out $OUT
+    bash benchmarks/h200_gemm_kdepth.sh          # that, then Nsight Compute's counters
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import os
+import re
+
+from h200_erfc_libdevice import ARCHIVE
+
+# (name, changes to the archive's best trace): decisions, launch hints, bulk copies
+VARIANTS = (
+    ("pick", {}),
+    ("bulk_k64_s4_g4", {"bulk": True, "launch": {"num_stages": 4, "group_m": 4}}),
+    ("bulk_k64_s3_g8", {"bulk": True, "launch": {"num_stages": 3, "group_m": 8}}),
+    ("bulk_k128_s2_g8", {"bulk": True, "BK": 128, "launch": {"num_stages": 2, "group_m": 8}}),
+    ("bulk_k128_s2_g4", {"bulk": True, "BK": 128, "launch": {"num_stages": 2, "group_m": 4}}),
+    ("bulk_k128_s2_g16", {"bulk": True, "BK": 128,
+                          "launch": {"num_stages": 2, "group_m": 16}}),
+    ("ptr_k128_s2_g8", {"BK": 128, "launch": {"num_stages": 2, "group_m": 8}}),
+    ("bulk_256x128_k128_s2_g8", {"bulk": True, "BK": 128, "BM": 256, "BN": 128,
+                                 "launch": {"num_stages": 2, "group_m": 8}}),
+    ("bulk_k128_s2_g8_tiles", {"bulk": True, "BK": 128,
+                               "launch": {"num_stages": 2, "group_m": 8, "persistent": None}}),
+)
+# hand edits of a variant's rendering (diagnostics, not kevolve output)
+EDITS = (("bulk_k128_s2_g8_tmastore", "bulk_k128_s2_g8", "tma_store"),
+         ("bulk_k64_s4_g4_tmastore", "bulk_k64_s4_g4", "tma_store"),
+         ("diag_bulk_k128_s2_g8_bias_only", "bulk_k128_s2_g8", "bias_only"))
+# the second run (--loops): Triton's loop options on the persistent tile loop
+LOOP_VARIANTS = ("pick", "bulk_k64_s4_g4", "bulk_k64_s3_g8")
+LOOP_EDITS = tuple((f"{of}_{kind.replace('+tma_store', '_tmastore')}", of, kind)
+                   for of in ("bulk_k64_s4_g4", "bulk_k64_s3_g8")
+                   for kind in ("flatten", "flatten+tma_store")) + (
+    ("bulk_k64_s3_g8_tmastore", "bulk_k64_s3_g8", "tma_store"),)
+
+
+def variant_trace(base: dict, change: dict) -> dict:
+    """The archive's best trace with a variant's changes."""
+    t = copy.deepcopy(base)
+    for key in ("BM", "BN", "BK"):
+        if key in change:
+            t["decisions"]["$" + key] = change[key]
+    launch = next(m for m in t["moves"] if m["m"] == "launch")
+    for k, v in change.get("launch", {}).items():
+        if v is None:
+            launch.pop(k, None)
+        else:
+            launch[k] = v
+    t["moves"] = [m for m in t["moves"] if m["m"] != "cache"]
+    if change.get("bulk"):
+        t["moves"] += [{"m": "cache", "stage": "acc", "buffer": b, "scope": "shared",
+                        "copy": "bulk"} for b in ("A", "W")]
+    return t
+
+
+def call_args(text: str, name: str) -> tuple[int, int, list[str]]:
+    """(start, end, top-level arguments) of the first call `name(...)` in kernel k_y."""
+    start = text.index(name + "(", text.index("def k_y("))
+    depth, args, i0 = 0, [], start + len(name) + 1
+    for i in range(i0 - 1, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 1 and text[i] == ",":
+            args.append(text[i0:i].strip())
+            i0 = i + 1
+        if depth == 0:
+            return start, i + 1, args + [text[i0:i].strip()]
+    raise ValueError(f"unbalanced call to {name}")
+
+
+def edited(text: str, kind: str, bm: int, bn: int) -> str:
+    """`tma_store`: the output tile stored through tensor descriptors in two halves of
+    bm x bn/2 (a whole 128x256 bf16 tile's staging buffer does not fit beside two
+    128-deep stages); `bias_only`: the GELU left out (acc + bias stored), not the op."""
+    if kind == "flatten":  # (warp_specialize=True compiles to the same kernel on sm_90)
+        s, e, args = call_args(text, "tl.range")
+        assert args[0] == "tl.program_id(0)", "the persistent tile loop was not found"
+        return text[:s] + "tl.range(" + ", ".join(args + ["flatten=True"]) + ")" + text[e:]
+    if kind.endswith("+tma_store"):
+        return edited(edited(text, kind.split("+")[0], bm, bn), "tma_store", bm, bn)
+    if kind == "bias_only":
+        s, e, args = call_args(text, "_kv_gauss_gate")
+        return text[:s] + args[0] + text[e:]
+    s, e, args = call_args(text, "tl.store")
+    assert args[0].startswith("p_y + "), "the output store was not found"
+    h = bn // 2
+    desc = f"t_y_{bm}x{h}"
+    ind = re.search(r"\n( *)tl\.store\(p_y", text).group(1)
+    body = (f"v_y = {args[1]}\n"
+            f"{ind}v_y0, v_y1 = tl.split(tl.permute(tl.reshape(v_y, [{bm}, 2, {h}]), (0, 2, 1)))\n"
+            f"{ind}{desc}.store([g_io * {bm}, g_jo * {bn}], v_y0)\n"
+            f"{ind}{desc}.store([g_io * {bm}, g_jo * {bn} + {h}], v_y1)")
+    text = text[:s] + body + text[e:]
+    text = re.sub(r"(def k_y\([^)]*)\)", rf"\1, {desc})", text, count=1)
+    return re.sub(r"(k_y\[grid\]\(.*?)(, num_warps=)",
+                  rf'\1, TensorDescriptor.from_tensor(bufs["y"], [{bm}, {h}])\2', text,
+                  count=1)
+
+
+def renamed(text: str, name: str) -> str:
+    """The kernel k_y called k_<name>, so that Nsight Compute's rows say which it is."""
+    assert text.count("def k_y(") == 1 and text.count("k_y[grid]") == 1
+    return text.replace("def k_y(", f"def k_{name}(").replace("k_y[grid]", f"k_{name}[grid]")
+
+
+def sources(db: str, rec, loops: bool = False):
+    """(name, KernelSource) of every variant (`loops`: the second run's), lowered at the
+    benchmark shape, plus the backend, the case and its bf16 CUDA inputs."""
+    from h200_erfc_libdevice import archived_best_gemm
+
+    import kevolve
+
+    src, be, case, ts = archived_best_gemm(db, rec)
+    base = json.loads(rec.last("trace"))
+    plan = src.meta["plan"]
+    out, traces = {}, {}
+    variants, edits = VARIANTS, EDITS
+    if loops:
+        variants = tuple(v for v in VARIANTS if v[0] in LOOP_VARIANTS)
+        edits = LOOP_EDITS
+    for name, change in variants:
+        t = variant_trace(base, change)
+        traces[name] = t
+        try:
+            out[name] = kevolve.lower(plan.op, t, be, plan.dims_dict)
+        except Exception as e:
+            rec(name + "_error", f"{type(e).__name__}: {str(e)[:400]}")
+    rec("traces", traces)
+    for name, of, kind in edits:
+        if of in out:
+            d = traces[of]["decisions"]
+            out[name] = dataclasses.replace(
+                out[of], text=edited(out[of].text, kind, d["$BM"], d["$BN"]))
+    for name, s in out.items():
+        out[name] = dataclasses.replace(s, text=renamed(s.text, name))
+    return out, be, case, ts
+
+
+def runs_for(args, rec):
+    """Every contender as a checked call, in a fixed order: the baselines first."""
+    import torch
+    from h200_erfc_libdevice import kevolve_call
+
+    srcs, be, case, (A, W, bias) = sources(args.db, rec, args.loops)
+    ins = {"A": A, "W": W, "bias": bias}
+    ref = torch.nn.functional.gelu(torch.addmm(bias.double(), A.double(), W.double()))
+    f = torch.compile(lambda a, w, b: torch.nn.functional.gelu(torch.addmm(b, a, w)))
+    want = f(A, W, bias)
+    runs = {"bare_mm": lambda: A @ W, "compile": lambda: f(A, W, bias),
+            "cublaslt_tanh_gelu": lambda: torch._addmm_activation(bias, A, W, use_gelu=True)}
+    for name, s in srcs.items():
+        try:
+            runs[name] = kevolve_call(s, be, case, ins, ref, rec, name, other=want)
+        except Exception as e:
+            rec(name + "_error", f"{type(e).__name__}: {str(e)[:400]}")
+    return runs
+
+
+def profile(args) -> None:
+    """One call of each contender between cudaProfilerStart and Stop, after a warm-up."""
+    import torch
+
+    runs = runs_for(args, Recorder(None))
+    for fn in runs.values():
+        fn()
+    torch.cuda.synchronize()
+    for name, fn in runs.items():
+        print("profiling", name, flush=True)
+        torch.cuda.cudart().cudaProfilerStart()
+        fn()
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
+
+
+class Recorder:
+    """h200_triton_structures.recorder with the last value of a key readable back."""
+
+    def __init__(self, path):
+        from h200_triton_structures import recorder
+
+        self.values: dict = {}
+        self._rec = recorder(path) if path else None
+
+    def __call__(self, k, v):
+        self.values[k] = v
+        if self._rec:
+            self._rec(k, v)
+
+    def last(self, k):
+        return self.values[k]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--db", default=ARCHIVE)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--loops", action="store_true",
+                    help="the second run: flatten / warp_specialize on the tile loop")
+    args = ap.parse_args()
+    if args.profile:
+        return profile(args)
+    from h200_gelu_power import time_and_power
+
+    rec = Recorder(os.path.join(args.out, "gemm-kdepth-loops.json" if args.loops
+                                else "gemm-kdepth.json"))
+    runs = runs_for(args, rec)
+    time_and_power(runs, rec, args.rounds, args.seconds)
+
+
+if __name__ == "__main__":
+    main()
