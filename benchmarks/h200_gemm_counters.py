@@ -161,18 +161,13 @@ def with_bulk(src, be):
 
 def runs_for(args, rec):
     """Every contender as a checked call, in a fixed order."""
-    import torch
     from h200_erfc_libdevice import archived_best_gemm, kevolve_call
     from h200_gelu_power import with_tma
 
     src, be, case, (A, W, bias) = archived_best_gemm(args.db, rec)
     src.meta["trace"] = json_trace(args.db)
     ins = {"A": A, "W": W, "bias": bias}
-    ref = torch.nn.functional.gelu(torch.addmm(bias.double(), A.double(), W.double()))
-    f = torch.compile(lambda a, w, b: torch.nn.functional.gelu(torch.addmm(b, a, w)))
-    want = f(A, W, bias)
-    runs = {"bare_mm": lambda: A @ W, "compile": lambda: f(A, W, bias),
-            "cublaslt_tanh_gelu": lambda: torch._addmm_activation(bias, A, W, use_gelu=True)}
+    ref, want, runs = baselines(A, W, bias)
     if args.shipped:  # the backend's own renderings (gate: the GELU since 0943edf)
         bulk = with_bulk(src, be)
         texts = {"erfc": with_erfc(src.text), "gate": src.text,
@@ -191,6 +186,19 @@ def runs_for(args, rec):
     return runs
 
 
+def baselines(A, W, bias):
+    """The float64 reference, torch.compile's output and the baseline calls: cuBLAS's bare
+    matmul, torch.compile of the op and cuBLASLt's fused bias + tanh GELU."""
+    import torch
+
+    ref = torch.nn.functional.gelu(torch.addmm(bias.double(), A.double(), W.double()))
+    f = torch.compile(lambda a, w, b: torch.nn.functional.gelu(torch.addmm(b, a, w)))
+    want = f(A, W, bias)
+    runs = {"bare_mm": lambda: A @ W, "compile": lambda: f(A, W, bias),
+            "cublaslt_tanh_gelu": lambda: torch._addmm_activation(bias, A, W, use_gelu=True)}
+    return ref, want, runs
+
+
 def json_trace(db: str) -> str:
     from kevolve.agent.archive import Archive
 
@@ -200,9 +208,13 @@ def json_trace(db: str) -> str:
 def profile(args) -> None:
     """One call of each contender between cudaProfilerStart and Stop, after a warm-up, for
     `ncu --profile-from-start off`; the order goes to stdout."""
+    profile_calls(runs_for(args, lambda k, v: None))
+
+
+def profile_calls(runs: dict) -> None:
+    """Each run once between cudaProfilerStart and Stop, after a warm-up of all."""
     import torch
 
-    runs = runs_for(args, lambda k, v: None)
     for fn in runs.values():
         fn()
     torch.cuda.synchronize()

@@ -1,4 +1,5 @@
-"""Does a deeper K tile take gemm_bias_gelu's mainloop overhead off? (session 12)
+"""Does a deeper K tile take gemm_bias_gelu's mainloop overhead off, and what do Triton's
+loop options and a descriptor store add? (session 12)
 
 The SASS of kevolve's best kernels (128x256x64 tiles, 8 warps, bulk copies) spends 66
 instructions per warp on each 64-deep K step, 4 of them wgmma: the mbarrier wait and
@@ -6,20 +7,29 @@ arrive, three CTA barriers around the copy engine's issue, the descriptors' arit
 Over the op's 64 K steps per tile that is about 35M of the kernel's 62M warp instructions
 (Nsight Compute), and at this GPU's 700 W cap time per call follows energy per call
 (h200_gemm_counters.py). A 128-deep K tile issues 8 wgmma per step with about 85
-instructions (sm_90a SASS from ptxas 13.0), so about 22M for the mainloop; its two stages
-of 96 KB fit the shared memory where three do not (which is why the searches, which tried
-128-deep tiles only at 3 and 4 stages, never compiled one at 128x256).
+instructions (sm_90a SASS from ptxas 13.0); its two stages of 96 KB fit the shared memory
+where three do not (the searches tried 128-deep tiles at 128x256 only at 3 and 4 stages).
 
-Every variant is a schedule (a trace) the backend renders as is, apart from one diagnostic:
-the output tile stored through a tensor descriptor (the copy engine), a hand edit of the
-rendering, to price a bulk store before building one. Each is checked against float64
-first, then timed beside cuBLAS's bare matmul, cuBLASLt's fused bias + tanh GELU and
-torch.compile in interleaved do_bench rounds, then back to back under nvidia-smi (energy
-per call). `--profile` runs one call of each between cudaProfilerStart/Stop for Nsight
-Compute (h200_gemm_kdepth.sh).
+Every variant is a schedule (a trace: candidate 387, the archive's best then, changed) the
+backend renders as is, apart from hand edits of the rendering that price what was not
+built yet: the output tile stored through tensor descriptors in two halves, the persistent
+tile loop with `flatten=True` (`--loops`), and a bias-only diagnostic. Each is checked
+against float64 first, then timed beside cuBLAS's bare matmul, cuBLASLt's fused bias +
+tanh GELU and torch.compile in interleaved do_bench rounds, then back to back under
+nvidia-smi (energy per call). `--profile` runs one call of each between
+cudaProfilerStart/Stop for Nsight Compute (h200_gemm_kdepth.sh).
+
+Results (h200-gemm-kdepth*.json, h200-gemm-kdepth-ncu.csv): 128-deep K tiles cut the
+instructions to 48-49M but ran at 0.64-0.77 of bare, sustained: two stages leave the copy
+engine's latency exposed. With `--loops`, on the two best 64-deep bulk schedules: 0.914 /
+0.911 of bare sustained as rendered, 0.928 / 0.926 flattened, 0.942 / 0.938 flattened with
+the descriptor store (300.6 / 301.5 mJ per call against 282.6). Both edits became moves:
+`launch` `pipeline: across_tiles` and `cache y ... copy: bulk, parts: 2`.
 
     PYTHONPATH=.:benchmarks python3 benchmarks/h200_gemm_kdepth.py --out $OUT
-    bash benchmarks/h200_gemm_kdepth.sh          # that, then Nsight Compute's counters
+    PYTHONPATH=.:benchmarks python3 benchmarks/h200_gemm_kdepth.py --loops --rounds 9 \
+        --out $OUT
+    bash benchmarks/h200_gemm_kdepth.sh          # the first, then Nsight Compute's counters
 """
 
 from __future__ import annotations
@@ -58,6 +68,22 @@ LOOP_EDITS = tuple((f"{of}_{kind.replace('+tma_store', '_tmastore')}", of, kind)
                    for of in ("bulk_k64_s4_g4", "bulk_k64_s3_g8")
                    for kind in ("flatten", "flatten+tma_store")) + (
     ("bulk_k64_s3_g8_tmastore", "bulk_k64_s3_g8", "tma_store"),)
+
+
+# the archive's best when the study ran (session 12), which every variant changes; since
+# then the best is one of the study's own results, so the study names its base
+BASE = 387
+
+
+def base_trace(db: str) -> dict:
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        (tj,), = con.execute("select trace_json from candidates where id = ?", (BASE,))
+    finally:
+        con.close()
+    return json.loads(tj)
 
 
 def variant_trace(base: dict, change: dict) -> dict:
@@ -122,21 +148,17 @@ def edited(text: str, kind: str, bm: int, bn: int) -> str:
                   count=1)
 
 
-def renamed(text: str, name: str) -> str:
-    """The kernel k_y called k_<name>, so that Nsight Compute's rows say which it is."""
-    assert text.count("def k_y(") == 1 and text.count("k_y[grid]") == 1
-    return text.replace("def k_y(", f"def k_{name}(").replace("k_y[grid]", f"k_{name}[grid]")
-
-
 def sources(db: str, rec, loops: bool = False):
     """(name, KernelSource) of every variant (`loops`: the second run's), lowered at the
     benchmark shape, plus the backend, the case and its bf16 CUDA inputs."""
     from h200_erfc_libdevice import archived_best_gemm
+    from h200_gemm_counters import renamed
 
     import kevolve
 
     src, be, case, ts = archived_best_gemm(db, rec)
-    base = json.loads(rec.last("trace"))
+    base = base_trace(db)
+    rec("base", {"candidate": BASE, "trace": base})
     plan = src.meta["plan"]
     out, traces = {}, {}
     variants, edits = VARIANTS, EDITS
@@ -163,16 +185,12 @@ def sources(db: str, rec, loops: bool = False):
 
 def runs_for(args, rec):
     """Every contender as a checked call, in a fixed order: the baselines first."""
-    import torch
     from h200_erfc_libdevice import kevolve_call
+    from h200_gemm_counters import baselines
 
     srcs, be, case, (A, W, bias) = sources(args.db, rec, args.loops)
     ins = {"A": A, "W": W, "bias": bias}
-    ref = torch.nn.functional.gelu(torch.addmm(bias.double(), A.double(), W.double()))
-    f = torch.compile(lambda a, w, b: torch.nn.functional.gelu(torch.addmm(b, a, w)))
-    want = f(A, W, bias)
-    runs = {"bare_mm": lambda: A @ W, "compile": lambda: f(A, W, bias),
-            "cublaslt_tanh_gelu": lambda: torch._addmm_activation(bias, A, W, use_gelu=True)}
+    ref, want, runs = baselines(A, W, bias)
     for name, s in srcs.items():
         try:
             runs[name] = kevolve_call(s, be, case, ins, ref, rec, name, other=want)
@@ -183,36 +201,9 @@ def runs_for(args, rec):
 
 def profile(args) -> None:
     """One call of each contender between cudaProfilerStart and Stop, after a warm-up."""
-    import torch
+    from h200_gemm_counters import profile_calls
 
-    runs = runs_for(args, Recorder(None))
-    for fn in runs.values():
-        fn()
-    torch.cuda.synchronize()
-    for name, fn in runs.items():
-        print("profiling", name, flush=True)
-        torch.cuda.cudart().cudaProfilerStart()
-        fn()
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStop()
-
-
-class Recorder:
-    """h200_triton_structures.recorder with the last value of a key readable back."""
-
-    def __init__(self, path):
-        from h200_triton_structures import recorder
-
-        self.values: dict = {}
-        self._rec = recorder(path) if path else None
-
-    def __call__(self, k, v):
-        self.values[k] = v
-        if self._rec:
-            self._rec(k, v)
-
-    def last(self, k):
-        return self.values[k]
+    profile_calls(runs_for(args, lambda k, v: None))
 
 
 def main() -> None:
@@ -228,8 +219,9 @@ def main() -> None:
     if args.profile:
         return profile(args)
     from h200_gelu_power import time_and_power
+    from h200_triton_structures import recorder
 
-    rec = Recorder(os.path.join(args.out, "gemm-kdepth-loops.json" if args.loops
+    rec = recorder(os.path.join(args.out, "gemm-kdepth-loops.json" if args.loops
                                 else "gemm-kdepth.json"))
     runs = runs_for(args, rec)
     time_and_power(runs, rec, args.rounds, args.seconds)
