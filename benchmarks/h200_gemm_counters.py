@@ -261,15 +261,22 @@ def summarize(path: str) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def study_args() -> argparse.ArgumentParser:
+    """The options every gemm study takes: where results go, timing rounds, seconds back
+    to back per run under nvidia-smi, the archive, and --profile (one call each, for ncu)."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--summarize", metavar="CSV",
-                    help="print the counters of an ncu CSV as a table, and stop")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--db", default=ARCHIVE)
     ap.add_argument("--profile", action="store_true")
+    return ap
+
+
+def main() -> None:
+    ap = study_args()
+    ap.add_argument("--summarize", metavar="CSV",
+                    help="print the counters of an ncu CSV as a table, and stop")
     ap.add_argument("--shipped", action="store_true",
                     help="the variants as the backend renders them now (erfc, gate, bulk_*) "
                          "instead of the first run's hand edits")

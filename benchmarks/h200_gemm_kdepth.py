@@ -34,14 +34,11 @@ the descriptor store (300.6 / 301.5 mJ per call against 282.6). Both edits becam
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import json
 import os
 import re
-
-from h200_erfc_libdevice import ARCHIVE
 
 # (name, changes to the archive's best trace): decisions, launch hints, bulk copies
 VARIANTS = (
@@ -207,14 +204,11 @@ def profile(args) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--seconds", type=float, default=2.0)
-    ap.add_argument("--db", default=ARCHIVE)
-    ap.add_argument("--profile", action="store_true")
+    from h200_gemm_counters import study_args
+
+    ap = study_args()
     ap.add_argument("--loops", action="store_true",
-                    help="the second run: flatten / warp_specialize on the tile loop")
+                    help="the second run: the tile loop flattened, and the descriptor store")
     args = ap.parse_args()
     if args.profile:
         return profile(args)

@@ -463,6 +463,5 @@ def features(t: Trace) -> tuple:
 
 __all__ = ["scale_decision", "scale_warps", "change_stages", "toggle_online", "toggle_precision",
            "toggle_persistent", "toggle_pipeline", "toggle_reduce_split", "vectorize_inner",
-           "rows_per_program",
-           "toggle_bulk_copy", "toggle_bulk_write", "contraction_operands",
+           "rows_per_program", "toggle_bulk_copy", "toggle_bulk_write", "contraction_operands",
            "crossover", "features", "walk"]

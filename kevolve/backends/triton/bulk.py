@@ -69,6 +69,11 @@ def writes_in_bulk(st: Step) -> bool:
     return wants_bulk(st, st.stage.out.name)
 
 
+def written_in_bulk(plan: Plan, st: Step) -> bool:
+    """Whether the rendered kernel writes step `st`'s output through descriptors."""
+    return writes_in_bulk(st) and misaligned(plan, st.stage.out) is None
+
+
 def copied_in_bulk(plan: Plan, st: Step, ld: Load) -> bool:
     """Whether the rendered kernel reads operand `ld` through a descriptor."""
     return wants_bulk(st, ld.buffer.name) and misaligned(plan, ld.buffer) is None
@@ -114,9 +119,9 @@ def staging_bytes(plan: Plan, k: KernelPlan) -> int:
     """Shared memory for the staging buffer of kernel `k`'s bulk write (one piece of the
     output tile), or 0 when it writes with its threads."""
     st = k.steps[-1]
-    if not writes_in_bulk(st) or misaligned(plan, st.stage.out) is not None:
+    if not written_in_bulk(plan, st):
         return 0
-    try:
+    try:  # usage() may see a plan the backend's check has not ruled on
         rows, cols = output_tile(k, st).block
     except BulkError:
         return 0
