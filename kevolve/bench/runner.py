@@ -246,6 +246,7 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
     for key, ts in times.items():
         if len(ts) == rounds:
             row[f"{key}_ms"], row[f"{key}_spread"] = _summary(ts)
+            row[f"{key}_rounds_ms"] = ts  # in round order: which rounds moved, and whom
     k_ms = row.get("kevolve_ms")
     if k_ms:
         row["pct_floor"] = 100 * floor_ms / k_ms
@@ -278,6 +279,7 @@ def _finalist(ranked: list, traces: dict, build, timer, rounds: int) -> tuple:
     for c in ranked:
         if times.get(c["candidate"]):
             c["finalist_ms"] = float(np.median(times[c["candidate"]]))
+            c["finalist_rounds_ms"] = times[c["candidate"]]
     timed = [c for c in ranked if "finalist_ms" in c]
     best = min(timed, key=lambda c: c["finalist_ms"])["candidate"] if timed \
         else ranked[0]["candidate"]
@@ -311,7 +313,10 @@ def _archived(row: dict, tops: list, cfg) -> None:
 def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_archive: bool,
               workers: int, threads: int | None, compile_: bool = True,
               also: tuple[str, ...] = (), ops: tuple[str, ...] = (), repeat: int = 20,
-              on_op=None, top: int = 1, rounds: int = 3) -> dict:
+              on_op=None, top: int = 1, rounds: int = 3,
+              op_dbs: dict[str, str] | None = None) -> dict:
+    """The suite's rows, each op searched (unless `from_archive`) and timed from its
+    archive: `op_dbs[op]` where given, else `db`."""
     from .. import api
     from ..agent.archive import Archive
     from ..agent.hardware import hardware_name, measure_ceilings, toolchain
@@ -332,11 +337,12 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
            "toolchain": toolchain(backend, be), "rows": [], "history": {}, "rounds": rounds,
            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     for name in names:
+        op_db = (op_dbs or {}).get(name, db)
         if not from_archive and budget > 0:
-            evolve(SearchConfig(name, backend, budget=budget, workers=workers, db=db,
+            evolve(SearchConfig(name, backend, budget=budget, workers=workers, db=op_db,
                                 shape=PRESET[suite], threads=threads,
                                 backend_options=_options(backend, threads)))
-        arch = Archive(db) if os.path.exists(db) else None
+        arch = Archive(op_db) if os.path.exists(op_db) else None
         try:
             tops = arch.fastest(name, backend, hw, max(1, top)) if arch is not None else []
             hist = arch.history(name, backend, hw) if arch is not None else []
@@ -350,6 +356,7 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
         _archived(row, tops, SearchConfig(name, backend, shape=PRESET[suite], threads=threads,
                                           backend_options=_options(backend, threads)))
         row["searched"] = len(hist)
+        row["archive"] = os.path.basename(op_db)  # which archive the row's search is in
         row["within_5pct_at"] = within(out["history"][name])
         if row.get("bare_matmul_ms") and row.get("kevolve_ms"):
             row["bare_over_kevolve"] = row["bare_matmul_ms"] / row["kevolve_ms"]

@@ -39,6 +39,9 @@ def _progress(row: dict, partial: dict, out_dir: str) -> None:
               "spreads (max - min) / median.")
 @click.option("--out", "out_dir", default="bench-out", show_default=True)
 @click.option("--db", default=None, help="Archive path (default .kevolve/archive.db).")
+@click.option("--op-db", "op_dbs", multiple=True, metavar="OP=PATH",
+              help="One op's archive, in place of --db for that op (repeatable): a search "
+              "kept apart, such as one from scratch within a candidate limit.")
 @click.option("--workers", type=int, default=1, show_default=True)
 @click.option("--threads", type=int, default=None)
 @click.option("--ops", default="", help="Comma-separated subset of the suite.")
@@ -46,8 +49,8 @@ def _progress(row: dict, partial: dict, out_dir: str) -> None:
 @click.option("--no-compile", is_flag=True, help="Skip torch.compile.")
 @click.option("--report-from", type=click.Path(exists=True, dir_okay=False),
               help="Only write report.html from an existing results.json.")
-def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db, workers,
-            threads, ops, also, no_compile, report_from) -> None:
+def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db, op_dbs,
+            workers, threads, ops, also, no_compile, report_from) -> None:
     import os
 
     from ..bench import report
@@ -59,9 +62,24 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
         echo(f"wrote {rh}")
         return
     from ..bench.runner import run_suite
+    from ..bench.suites import SUITES
 
     backend_name = backend_name or ("triton" if suite == "ranking" else "cpu")
-    res = run_suite(suite, backend_name, db=db, budget=budget, from_archive=from_archive,
+    per_op = {}
+    for item in op_dbs:
+        name, sep, path = item.partition("=")
+        if not sep or not path:
+            raise click.BadParameter(f"{item!r}: give OP=PATH, e.g. gemm_bias_gelu=fresh.db",
+                                     param_hint="--op-db")
+        if name not in SUITES[suite]:
+            raise click.BadParameter(f"{name!r} is not in the {suite} suite "
+                                     f"({', '.join(SUITES[suite])})", param_hint="--op-db")
+        if not os.path.exists(path):
+            raise click.BadParameter(f"{path}: no such archive (for {name})",
+                                     param_hint="--op-db")
+        per_op[name] = path
+    res = run_suite(suite, backend_name, db=db, op_dbs=per_op, budget=budget,
+                    from_archive=from_archive,
                     workers=workers, threads=threads, compile_=not no_compile,
                     also=tuple(a for a in also.split(",") if a),
                     ops=tuple(o for o in ops.split(",") if o), top=top, rounds=rounds,

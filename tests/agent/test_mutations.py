@@ -156,3 +156,48 @@ def test_unroll_and_precision_only_where_they_change_the_code():
     p = mu.toggle_precision(g, rng, triton, f32op)
     assert p is not None
     assert _triton_source(f32op, f32dims, p) != _triton_source(f32op, f32dims, g)
+
+
+def test_change_group_halves_or_doubles_the_grouped_rows_of_a_2d_grid():
+    op, dims, t = _default("gemm_bias_gelu")  # group_m 8 by default
+    rng = random.Random(2)
+    triton = _caps("triton")
+    assert mu.change_group(t, rng, _caps("cpu")) is None
+    seen = set()
+    for _ in range(12):
+        g = mu.change_group(t, rng, triton)
+        seen.add(lower(apply_trace(op, g), dims).kernels[0].group_m)
+    assert seen == {4, 16}
+    cur, walk = t, 0
+    while lower(apply_trace(op, cur), dims).kernels[0].group_m and walk < 60:
+        cur, walk = mu.change_group(cur, rng, triton) or cur, walk + 1  # down to 1: none
+    assert lower(apply_trace(op, cur), dims).kernels[0].group_m is None
+    assert all("group_m" not in m for m in mu.moves_of(cur))
+    sop, _, st = _default("softmax")  # one grid axis: nothing to group
+    assert mu.change_group(st, rng, triton) is None
+
+
+def test_the_leader_gets_every_kind_of_mutation_before_any_twice():
+    """Improvements come in chains of single moves: the best parent tries each kind once
+    before the proposer repeats one on it (a random pick repeats within a few draws)."""
+    from kevolve.agent.proposers.heuristic import HeuristicProposer
+    from kevolve.agent.types import Proposal, ProposalContext, Result, Scored
+    from kevolve.ir.printer import op_text
+
+    op, dims, t = _default("gemm_bias_gelu")
+    leader = Scored(t.to_json(), Result("ok", time_ms=0.5), 1)
+    ctx = ProposalContext("gemm_bias_gelu", op_text(op), "triton", _caps("triton"),
+                          t.to_json(), (leader,), leader, 1, 3, dims, True)
+    h = HeuristicProposer(seed=4)
+    kinds = list(dict.fromkeys(["scale", "warps", "stages", "group", "bulk", "persistent"]))
+    draws = [h._kind(kinds, leader, True) for _ in range(len(kinds))]
+    assert sorted(draws) == sorted(kinds)  # each once
+    other = Scored(t.to_json(), Result("ok", time_ms=0.6), 2)
+    assert h._kind(kinds, other, True) in kinds  # a new leader starts afresh
+    assert len(h.tried[2]) == 1
+
+    got: list[Proposal] = HeuristicProposer(seed=4).propose(ctx, 30)
+    notes = [p.note for p in got]
+    first_repeat = next(i for i, n in enumerate(notes) if n in notes[:i])
+    assert first_repeat >= 8, notes
+    assert {"group", "bulk", "persistent", "bulk_write"} <= set(notes[:first_repeat])

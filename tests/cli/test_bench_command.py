@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from click.testing import CliRunner
 
 from kevolve.agent.archive import Archive
@@ -41,6 +43,8 @@ def test_bench_from_archive_retimes_the_top_contenders(tmp_path):
     # is the fastest there, not necessarily the luckiest single timing
     finals = sorted(cont, key=lambda c: c["ms"])[:3]
     assert all(c["finalist_ms"] > 0 for c in finals)
+    assert all(len(c["finalist_rounds_ms"]) == 2 and
+               c["finalist_ms"] == pytest.approx(sum(c["finalist_rounds_ms"]) / 2) for c in finals)
     assert not any("finalist_ms" in c for c in cont if c not in finals)
     assert row["candidate"] == min(finals, key=lambda c: c["finalist_ms"])["candidate"]
     # beside each, its archived time, which the search measured at M=256: other code
@@ -51,9 +55,39 @@ def test_bench_from_archive_retimes_the_top_contenders(tmp_path):
     assert row["eager_ms"] > 0 and row["speedup_eager"] == row["eager_ms"] / row["kevolve_ms"]
     assert res["rounds"] == 2  # eager and kevolve timed in turn, twice
     assert row["kevolve_spread"] >= 0 and row["eager_spread"] >= 0
+    for key in ("kevolve", "eager"):  # each round's time, in round order, behind both
+        ts = row[f"{key}_rounds_ms"]
+        assert len(ts) == 2 and row[f"{key}_ms"] == pytest.approx(sum(ts) / 2)
+        assert row[f"{key}_spread"] == pytest.approx((max(ts) - min(ts)) / row[f"{key}_ms"])
     html = (out / "report.html").read_text()
     assert "softmax" in html and "<img" in html and "2 interleaved rounds" in html
     # both spreads, in %, beside the speedups (no torch.compile here: its is "-")
     assert "<th>spread compile / kevolve</th>" in html
     assert f"<td>- / {100 * row['kevolve_spread']:.1f}%</td>" in html
     assert f"<td>{row['speedup_eager']:.3f}</td>" in html
+
+
+def test_op_db_times_one_op_from_its_own_archive(tmp_path):
+    """--op-db OP=PATH: that op's contenders come from its own archive (a search kept apart),
+    the others' from --db; the row names the archive. A bad value is refused by name."""
+    own, out = tmp_path / "own.db", tmp_path / "out"
+    r = CliRunner().invoke(main, ["evolve", "softmax", "--backend", "cpu", "--budget", "3",
+                                  "--db", str(own), "--threads", "1"])
+    assert r.exit_code == 0, r.output
+    args = ["bench", "--suite", "cpu", "--ops", "softmax", "--from-archive", "--rounds", "1",
+            "--db", str(tmp_path / "none.db"), "--out", str(out), "--no-compile",
+            "--threads", "1"]
+    r = CliRunner().invoke(main, args + ["--op-db", f"softmax={own}"])
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads((out / "results.json").read_text())["rows"]
+    with Archive(own, create=False) as a:
+        best = a.fastest("softmax", "cpu", None, 1)[0]
+    assert row["archive"] == "own.db" and row["searched"] == 3
+    assert row["trace_source"] == "archive" and row["candidate"] == best.candidate_id
+    r = CliRunner().invoke(main, args)  # without it: nothing archived, the default schedule
+    (row,) = json.loads((out / "results.json").read_text())["rows"]
+    assert row["trace_source"] == "default" and row["archive"] == "none.db"
+    for bad, says in ((f"gemm_bias_gelu={own}", "not in the cpu suite"),
+                      ("softmax", "give OP=PATH"), ("softmax=missing.db", "no such archive")):
+        r = CliRunner().invoke(main, args + ["--op-db", bad])
+        assert r.exit_code == 2 and says in r.output, r.output

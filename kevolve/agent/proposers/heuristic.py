@@ -2,7 +2,10 @@
 
 Rules read the parent's diagnostics: spills or a failed compile shrink tiles; low achieved
 bandwidth widens them or adds rows per program; a looped softmax-style sum tries the online
-strategy; otherwise a random mutation or a crossover of two same-structure parents.
+strategy; otherwise a random mutation or a crossover of two same-structure parents. The
+best parent gets each kind of mutation once before any kind a second time: improvements
+come in chains of single moves (tiles, then bulk copies, then a pipeline across tiles), and
+a random pick among 19 kinds would leave some untried on the leader for dozens of rounds.
 Every proposal is lowered here first and checked against the backend and the device's
 limits (`check.prove`), so illegal ones, and ones that could not compile or would spill,
 never reach a worker."""
@@ -27,6 +30,7 @@ class HeuristicProposer:
         self.attempts = attempts
         self.seen: set[str] = set()
         self.skipped: Counter = Counter()  # mutations dropped, by MoveError code
+        self.tried: dict[int | None, set[str]] = {}  # kinds of mutation tried, by parent
         self._backend = Backends()
 
     def _legal(self, op, t: Trace, ctx: ProposalContext) -> bool:
@@ -69,6 +73,7 @@ class HeuristicProposer:
             "scale": lambda: mu.scale_decision(t, r),
             "warps": lambda: mu.scale_warps(t, r, ctx.caps),
             "stages": lambda: mu.change_stages(t, r, ctx.caps),
+            "group": lambda: mu.change_group(t, r, ctx.caps),
             "online": lambda: mu.toggle_online(t, r, op),
             "reduce_split": lambda: mu.toggle_reduce_split(t, r, op),
             "vectorize": lambda: mu.vectorize_inner(t, r, op, ctx.caps),
@@ -93,7 +98,7 @@ class HeuristicProposer:
             return []
         for p in parents:
             self.seen.add(Trace.from_json(p.trace_json).to_json())
-        names = ["scale", "scale", "warps", "stages", "online", "reduce_split", "vectorize",
+        names = ["scale", "scale", "warps", "stages", "group", "online", "reduce_split", "vectorize",
                  "cache", "bulk", "bulk_write", "rows", "precision", "constexpr", "persistent",
                  "pipeline", "prefetch", "unroll", "split"]
         out: list[Proposal] = []
@@ -108,7 +113,7 @@ class HeuristicProposer:
                 child, why = mu.crossover(t, other, self.rng), "crossover"
             else:
                 why = rules.pop(0) if rules and self.rng.random() < 0.6 else \
-                    self.rng.choice(names)
+                    self._kind(names, parent, parent is parents[0])
                 child = self._mutate(why, t, op, ctx)
             if child is None:
                 continue
@@ -119,6 +124,18 @@ class HeuristicProposer:
             self.seen.add(key)
             out.append(Proposal(key, parent.candidate_id, self.name, why))
         return out
+
+
+    def _kind(self, names: list[str], parent, leader: bool) -> str:
+        """A random kind of mutation; for the leader, one not yet tried on it while any is
+        left (kinds that do not apply to it count as tried)."""
+        if not leader:
+            return self.rng.choice(names)
+        tried = self.tried.setdefault(parent.candidate_id, set())
+        fresh = [x for x in dict.fromkeys(names) if x not in tried]
+        why = self.rng.choice(fresh) if fresh else self.rng.choice(names)
+        tried.add(why)
+        return why
 
 
 def _variant_for(opdef, ctx: ProposalContext):

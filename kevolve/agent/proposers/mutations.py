@@ -82,6 +82,27 @@ def change_stages(t: Trace, rng: random.Random, caps: dict) -> Trace | None:
     return rebuild(t, moves)
 
 
+def change_group(t: Trace, rng: random.Random, caps: dict) -> Trace | None:
+    """Halve or double `group_m`, the rows of tiles a 2-d grid walks before its next column:
+    it sets which operand panels the programs running at once share in L2 (1: row-major
+    order, no grouping). Only for traces with two grid axes, the ones it applies to."""
+    if not _acts_on(caps, "group_m"):
+        return None
+    moves = moves_of(t)
+    if sum(1 for m in moves if m["m"] == "bind" and m.get("to") == "grid") != 2:
+        return None
+    ln = _launch(moves)
+    g = ln.get("group_m") or 1
+    g = g * 2 if rng.random() < 0.5 or g == 1 else g // 2
+    if g > 64:
+        return None
+    if g == 1:
+        ln.pop("group_m", None)
+    else:
+        ln["group_m"] = g
+    return rebuild(t, moves)
+
+
 def _f32_contraction(n) -> bool:
     """sum(A * B) with an f32 operand (casts aside): what `dot_precision` applies to; a
     bf16 contraction that accumulates in f32 renders the same code either way."""
