@@ -93,6 +93,7 @@ class Summary:
     default_ms: float | None = None
     best_so_far: list = field(default_factory=list)  # (index, best time) per evaluation
     seconds: float = 0.0
+    stalled: bool = False  # stopped before the budget: the proposer had nothing new
 
     @property
     def speedup(self) -> float | None:
@@ -112,7 +113,8 @@ class Summary:
                 "speedup": self.speedup,
                 "best_trace": json.loads(b.trace_json) if b else None,
                 "best_candidate": b.candidate_id if b else None,
-                "best_so_far": self.best_so_far, "seconds": self.seconds}
+                "best_so_far": self.best_so_far, "seconds": self.seconds,
+                "stalled": self.stalled}
 
 
 class Population:
@@ -436,6 +438,7 @@ class Search:
                 if not props:
                     stall += 1
                     if stall > 3:
+                        summ.stalled = True
                         self.on_event("stalled", {})
                         break
                     continue

@@ -127,6 +127,10 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
               f(summ.baseline_ms), f(summ.default_ms), f(res["best_time_ms"]),
               f(summ.speedup))
     console().print(t)
+    if summ.stalled:
+        echo(f"stopped at {summ.evaluated + summ.reused} of {budget}: the proposer had nothing "
+             "new for 4 rounds in a row; --resume with another --seed, or another --proposer, "
+             "goes on")
     if summ.best is not None:
         echo("best schedule:")
         echo(json.dumps(json.loads(summ.best.trace_json), indent=1))

@@ -201,3 +201,26 @@ def test_the_leader_gets_every_kind_of_mutation_before_any_twice():
     first_repeat = next(i for i, n in enumerate(notes) if n in notes[:i])
     assert first_repeat >= 8, notes
     assert {"group", "bulk", "persistent", "bulk_write"} <= set(notes[:first_repeat])
+
+
+def test_the_proposer_goes_a_step_further_when_the_neighbourhood_is_used_up():
+    """One parent has a few dozen single-move neighbours: once all are seen, a mutation
+    that lands on a seen trace is followed by another, so the search does not stall
+    (the H200's gemm search from scratch stopped at 162 of its 300 for lack of this)."""
+    from kevolve.agent.proposers.heuristic import HeuristicProposer
+    from kevolve.agent.types import ProposalContext, Result, Scored
+    from kevolve.ir.printer import op_text
+
+    op, dims, t = _default("gemm_bias_gelu")
+    leader = Scored(t.to_json(), Result("ok", time_ms=0.5), 1)
+    ctx = ProposalContext("gemm_bias_gelu", op_text(op), "triton", _caps("triton"),
+                          t.to_json(), (leader,), leader, 1, 3, dims, True)
+    h = HeuristicProposer(seed=7)
+    rounds = [h.propose(ctx, 8) for _ in range(12)]
+    assert all(len(r) == 8 for r in rounds), [len(r) for r in rounds]
+    keys = [p.trace_json for r in rounds for p in r]
+    assert len(set(keys)) == len(keys) and t.to_json() not in keys
+    late = [p.note for p in rounds[-1]]
+    assert all("+" in n for n in late), late  # by now every single move was seen
+    for p in rounds[-1]:  # and the longer steps are schedules that still lower
+        lower(apply_trace(op, Trace.from_json(p.trace_json)), dims)

@@ -91,3 +91,27 @@ def test_op_db_times_one_op_from_its_own_archive(tmp_path):
                       ("softmax", "give OP=PATH"), ("softmax=missing.db", "no such archive")):
         r = CliRunner().invoke(main, args + ["--op-db", bad])
         assert r.exit_code == 2 and says in r.output, r.output
+
+
+def test_evolve_says_when_it_stopped_short_of_its_budget(tmp_path):
+    """A proposer with nothing new for 4 rounds ends the search early: the summary and the
+    command say so, and how to go on (here a replay file of one trace runs out)."""
+    from kevolve import ops
+    from kevolve.schedule import default_trace
+
+    d = ops.get("softmax")
+    t = default_trace(d.op_for("small"), d.dims("small")).to_dict()
+    t["moves"] = [m for m in t["moves"] if m["m"] != "launch"] + [
+        {"m": "launch", "num_warps": 2}]
+    traces = tmp_path / "t.json"
+    traces.write_text(json.dumps([t]))
+    args = ["evolve", "softmax", "--backend", "cpu", "--budget", "5", "--shape", "small",
+            "--proposer", "replay", "--traces", str(traces), "--threads", "1"]
+    r = CliRunner().invoke(main, args + ["--db", str(tmp_path / "a.db")])
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.output.split())
+    assert "stopped at 2 of 5: the proposer had nothing new for 4 rounds" in said
+    assert "--resume with another --seed" in said
+    r = CliRunner().invoke(main, args + ["--db", str(tmp_path / "b.db"), "--json"])
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["stalled"] is True and res["evaluated"] + res["reused"] == 2

@@ -6,6 +6,9 @@ strategy; otherwise a random mutation or a crossover of two same-structure paren
 best parent gets each kind of mutation once before any kind a second time: improvements
 come in chains of single moves (tiles, then bulk copies, then a pipeline across tiles), and
 a random pick among 19 kinds would leave some untried on the leader for dozens of rounds.
+Where a mutation gives a trace already seen, up to two more follow it: a search whose
+parents' neighbourhoods are used up (the H200's gemm search from scratch stopped at 162 of
+300 without) goes on a step further.
 Every proposal is lowered here first and checked against the backend and the device's
 limits (`check.prove`), so illegal ones, and ones that could not compile or would spill,
 never reach a worker."""
@@ -115,6 +118,11 @@ class HeuristicProposer:
                 why = rules.pop(0) if rules and self.rng.random() < 0.6 else \
                     self._kind(names, parent, parent is parents[0])
                 child = self._mutate(why, t, op, ctx)
+            for _ in range(2):  # a step further where the neighbourhood is used up
+                if child is None or child.to_json() not in self.seen:
+                    break
+                kind = self.rng.choice(names)
+                child, why = self._mutate(kind, child, op, ctx), f"{why}+{kind}"
             if child is None:
                 continue
             key = child.to_json()
