@@ -4,7 +4,7 @@
 # total, with this session's proposer (each kind of mutation once on the leader before any
 # twice; group_m halved or doubled) and another seed. The archive comes back under $OUT.
 # Run 1: seed 1, 8.3 minutes (stalled at 162). Run 2, on run 1's archive, after the proposer
-# learnt to go a step further: SEED=2 MINUTES=7.5.
+# learnt to go a step further: SEED=2 MINUTES=7.3.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -65,6 +66,10 @@ def _isolate(grouped) -> None:
 
 def _worker_main(conn, lock, held, stage, grouped, slot: int, env: dict) -> None:
     _isolate(grouped)
+    # What compilers print (Triton dumps a failed kernel's PTX to stdout) goes to stderr:
+    # stdout is the search's, one JSON object with --json. Results travel over `conn`.
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     os.environ.update(env)
     from .evaluate import Evaluator
 

@@ -34,7 +34,7 @@ CUDA_CAPS = Caps("cuda", dtypes=("f32", "bf16", "f16", "i32", "i64"),
                  vector_widths=(1, 2, 4, 8), max_warps=64, wavefront=32,
                  bind_targets=frozenset({"grid", "threads"}),
                  renders=frozenset({"vectorize", "cache", "unroll"}),
-                 launch_args=frozenset({"num_warps"}))
+                 launch_args=frozenset({"num_warps", "group_m"}))
 
 
 def gpu_source(be: Backend, plan, lang, template: str, lang_name: str, flags: tuple,

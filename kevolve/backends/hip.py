@@ -55,7 +55,7 @@ def _caps(platform: str, wavefront: int, arch: str) -> Caps:
                 max_warps=64, wavefront=wavefront,
                 bind_targets=frozenset({"grid", "threads"}),
                 renders=frozenset({"vectorize", "cache", "unroll"}),
-                launch_args=frozenset({"num_warps"}))
+                launch_args=frozenset({"num_warps", "group_m"}))
 
 
 class HipBackend(Backend):

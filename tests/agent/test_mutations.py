@@ -173,6 +173,9 @@ def test_change_group_halves_or_doubles_the_grouped_rows_of_a_2d_grid():
         cur, walk = mu.change_group(cur, rng, triton) or cur, walk + 1  # down to 1: none
     assert lower(apply_trace(op, cur), dims).kernels[0].group_m is None
     assert all("group_m" not in m for m in mu.moves_of(cur))
+    for name in ("cuda", "hip"):  # their blocks are ordered the same way
+        g = mu.change_group(t, rng, _caps(name))
+        assert lower(apply_trace(op, g), dims).kernels[0].group_m in (4, 16)
     sop, _, st = _default("softmax")  # one grid axis: nothing to group
     assert mu.change_group(st, rng, triton) is None
 

@@ -25,6 +25,8 @@ zeroed outputs, right once), bench_only (right only when
 the output has good_numel elements, else zeros), zeros (computes from all-zero inputs: right
 on zeros, wrong on random data), nan (one NaN in the output), one_off (one element off by
 `delta`), skip_repeat (does nothing when called again on the same buffers: a timing cheat).
+A compiler that talks: noisy_compile writes a page to stdout (file descriptor 1, as Triton's
+PTX dump on a ptxas failure does) and fails.
 A compiler that fails late: jit_compile_error (every call raises `PTXASError`, as a JIT such
 as Triton does when ptxas fails at a kernel's first launch).
 "none" is the honest CPU kernel.
@@ -47,7 +49,7 @@ PROCESS_FAULTS = ("segfault", "hang", "oom", "compile_hang", "sticky_cuda")
 OUTPUT_FAULTS = ("partial", "cached", "modify_inputs", "modify_inputs_when_timed",
                  "accumulate_repeat", "bench_only", "zeros", "nan", "one_off", "skip_repeat")
 LAUNCH_FAULTS = ("jit_compile_error",)
-MODES = ("none",) + PROCESS_FAULTS + OUTPUT_FAULTS + LAUNCH_FAULTS
+MODES = ("none",) + PROCESS_FAULTS + OUTPUT_FAULTS + LAUNCH_FAULTS + ("noisy_compile",)
 
 
 class PTXASError(RuntimeError):
@@ -91,6 +93,9 @@ class FaultyBackend(CpuBackend):
                     f.write(str(child.pid))
             child.wait()
             raise RuntimeError("the fake compiler ended")
+        if mode == "noisy_compile":
+            os.write(1, b"// ptx of the failed kernel\n" * 200)
+            raise RuntimeError("the fake compiler failed after printing its input")
         clean = replace(source, backend="cpu", text=source.meta["clean_text"])
         real = super().build(clean)
         return Kernel(source, _faulty(real, mode, self), dict(real.diagnostics, fault=mode))

@@ -212,3 +212,21 @@ def test_an_error_inside_the_evaluator_is_a_crash_result_not_a_dead_worker(fault
     assert res.verdict == "crash"
     assert "evaluation raised ValueError: unknown fault 'no-such-fault'" in res.message
     assert res.diagnostics["stage"] == "legality"
+
+
+def test_what_a_compiler_prints_in_a_worker_goes_to_stderr(faulty, tmp_path, capfd):
+    """Triton prints a failed kernel's PTX to stdout; in a worker that would land in the
+    search's stdout, which `evolve --json` keeps for its one JSON object (the H200's gemm
+    search wrote 51k lines of PTX there). Workers send it to stderr; the failure is
+    recorded as a compile failure and the search goes on."""
+    traces = tmp_path / "traces.json"
+    traces.write_text(json.dumps([trace_with_warps(2)]))
+    cfg = SearchConfig(
+        "softmax", "faulty", budget=2, shape="small", db=str(tmp_path / "a.db"),
+        proposer="replay", proposer_options={"path": str(traces)}, workers=1, threads=1,
+        repeat=3, timeout_s=TIMEOUT_S, backend_options={"by_warps": {"2": "noisy_compile"}})
+    summ = evolve(cfg)
+    out, err = capfd.readouterr()
+    assert dict(summ.failures) == {"compile": 1} and summ.best is not None
+    assert "ptx of the failed kernel" not in out
+    assert err.count("ptx of the failed kernel") == 200
