@@ -99,7 +99,8 @@ def render_html(res: dict) -> str:
             ("searched", get("searched")), ("within 5% at", get("within_5pct_at")),
             ("bare matmul / kevolve", rat("bare_over_kevolve")),
             ("verdict", get("kevolve_verdict"))]
-    extra = sorted({k[:-3] for r in res["rows"] for k in r if k.endswith("_ms")} -
+    extra = sorted({k[:-3] for r in res["rows"] for k in r
+                    if k.endswith("_ms") and not k.endswith("_rounds_ms")} -
                    {"floor", "eager", "compile", "kevolve", "bare_matmul"})
     cols += [(f"{b.replace('_', ' ')} ms", get(f"{b}_ms")) for b in extra]
     head = "".join(f"<th>{html.escape(c)}</th>" for c, _ in cols)
@@ -123,7 +124,25 @@ the same run: copy {_f(c.get('copy_bytes_per_s', 0) / 1e9)} GB/s, matmul
 torch.compile:
 {ratio(res.get('geomean_speedup_compile'))}; over eager: {ratio(res.get('geomean_speedup_eager'))}.
 Toolchain: {html.escape(json.dumps(res.get('toolchain', {})))}</p>
-<table><tr>{head}</tr>{body}</table>{charts}</body></html>"""
+<table><tr>{head}</tr>{body}</table>{_rounds(res)}{charts}</body></html>"""
+
+
+def _rounds(res: dict) -> str:
+    """Each contestant's time in each round, in round order: which rounds moved, and
+    whether all contestants moved together (a clock) or one alone."""
+    n = res.get("rounds") or 0
+    lines = []
+    for r in res["rows"]:
+        for key in sorted(k for k in r if k.endswith("_rounds_ms")):
+            cells = "".join(f"<td>{_f(t, 4)}</td>" for t in r[key])
+            who = key[:-len("_rounds_ms")].replace("_", " ")
+            lines.append(f"<tr><td>{html.escape(r['op'])}</td><td>{html.escape(who)}</td>"
+                         f"{cells}</tr>")
+    if not lines:
+        return ""
+    head = "".join(f"<th>round {i + 1}</th>" for i in range(n))
+    return (f"<h2>Each round's times (ms)</h2><table><tr><th>op</th><th>contestant</th>{head}"
+            f"</tr>{''.join(lines)}</table>")
 
 
 def _protocol(res: dict) -> str:

@@ -65,6 +65,10 @@ def test_bench_from_archive_retimes_the_top_contenders(tmp_path):
     assert "<th>spread compile / kevolve</th>" in html
     assert f"<td>- / {100 * row['kevolve_spread']:.1f}%</td>" in html
     assert f"<td>{row['speedup_eager']:.3f}</td>" in html
+    # each round's times in a table of their own, not as columns of the main one
+    assert "rounds ms" not in html and "<h2>Each round's times (ms)</h2>" in html
+    cells = "".join(f"<td>{t:.4g}</td>" for t in row["kevolve_rounds_ms"])
+    assert f"<td>softmax</td><td>kevolve</td>{cells}</tr>" in html
 
 
 def test_op_db_times_one_op_from_its_own_archive(tmp_path):
