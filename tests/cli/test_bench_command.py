@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from click.testing import CliRunner
 
 from kevolve.agent.archive import Archive

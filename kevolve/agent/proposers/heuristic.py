@@ -101,9 +101,9 @@ class HeuristicProposer:
             return []
         for p in parents:
             self.seen.add(Trace.from_json(p.trace_json).to_json())
-        names = ["scale", "scale", "warps", "stages", "group", "online", "reduce_split", "vectorize",
-                 "cache", "bulk", "bulk_write", "rows", "precision", "constexpr", "persistent",
-                 "pipeline", "prefetch", "unroll", "split"]
+        names = ["scale", "scale", "warps", "stages", "group", "online", "reduce_split",
+                 "vectorize", "cache", "bulk", "bulk_write", "rows", "precision", "constexpr",
+                 "persistent", "pipeline", "prefetch", "unroll", "split"]
         out: list[Proposal] = []
         for _ in range(self.attempts * max(1, n)):
             if len(out) >= n:
