@@ -76,6 +76,9 @@ class SearchConfig:
     roofline_min_bytes: int | None = None
 
 
+STALL_ROUNDS = 4  # rounds in a row without a proposal that end a search short of its budget
+
+
 @dataclass
 class Summary:
     op: str
@@ -437,7 +440,7 @@ class Search:
                         pname = f"{proposer.name}->heuristic"
                 if not props:
                     stall += 1
-                    if stall > 3:
+                    if stall >= STALL_ROUNDS:
                         summ.stalled = True
                         self.on_event("stalled", {})
                         break

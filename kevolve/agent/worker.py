@@ -68,6 +68,7 @@ def _worker_main(conn, lock, held, stage, grouped, slot: int, env: dict) -> None
     _isolate(grouped)
     # What compilers print (Triton dumps a failed kernel's PTX to stdout) goes to stderr:
     # stdout is the search's, one JSON object with --json. Results travel over `conn`.
+    # File descriptor 1 for what native code writes, sys.stdout for Python's prints.
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     os.environ.update(env)

@@ -53,7 +53,7 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..agent.search import DEFAULT_DB, SearchConfig, evolve
+    from ..agent.search import DEFAULT_DB, STALL_ROUNDS, SearchConfig, evolve
 
     preset, over = parse(shape_args, None)
     popts = {}
@@ -129,8 +129,8 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
     console().print(t)
     if summ.stalled:
         echo(f"stopped at {summ.evaluated + summ.reused} of {budget}: the proposer had nothing "
-             "new for 4 rounds in a row; --resume with another --seed, or another --proposer, "
-             "goes on")
+             f"new for {STALL_ROUNDS} rounds in a row; --resume with another --seed, or "
+             "another --proposer, goes on")
     if summ.best is not None:
         echo("best schedule:")
         echo(json.dumps(json.loads(summ.best.trace_json), indent=1))

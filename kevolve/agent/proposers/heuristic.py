@@ -118,21 +118,21 @@ class HeuristicProposer:
                 why = rules.pop(0) if rules and self.rng.random() < 0.6 else \
                     self._kind(names, parent, parent is parents[0])
                 child = self._mutate(why, t, op, ctx)
+            key = child and child.to_json()
             for _ in range(2):  # a step further where the neighbourhood is used up
-                if child is None or child.to_json() not in self.seen:
+                if key not in self.seen:
                     break
                 kind = self.rng.choice(names)
                 child, why = self._mutate(kind, child, op, ctx), f"{why}+{kind}"
+                key = child and child.to_json()
             if child is None:
                 continue
-            key = child.to_json()
             if key in self.seen or not self._legal(op, child, ctx):
                 self.seen.add(key)
                 continue
             self.seen.add(key)
             out.append(Proposal(key, parent.candidate_id, self.name, why))
         return out
-
 
     def _kind(self, names: list[str], parent, leader: bool) -> str:
         """A random kind of mutation; for the leader, one not yet tried on it while any is

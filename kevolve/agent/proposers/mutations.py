@@ -52,6 +52,12 @@ def _without(moves: list[dict], **match) -> list[dict] | None:
     return kept if len(kept) < len(moves) else None
 
 
+def _grid_binds(moves: list[dict], stage: str | None = None) -> list[dict]:
+    """The `bind ... to: grid` moves (of one stage, or all)."""
+    return [m for m in moves if m["m"] == "bind" and m.get("to") == "grid"
+            and stage in (None, m.get("stage"))]
+
+
 def _acts_on(caps: dict, arg: str) -> bool:
     """Whether the backend acts on this `launch` argument (Caps.launch_args)."""
     return arg in caps.get("launch_args", ())
@@ -89,7 +95,7 @@ def change_group(t: Trace, rng: random.Random, caps: dict) -> Trace | None:
     if not _acts_on(caps, "group_m"):
         return None
     moves = moves_of(t)
-    if sum(1 for m in moves if m["m"] == "bind" and m.get("to") == "grid") != 2:
+    if len(_grid_binds(moves)) != 2:
         return None
     ln = _launch(moves)
     g = ln.get("group_m") or 1
@@ -432,8 +438,7 @@ def rows_per_program(t: Trace, rng: random.Random, op: Op) -> Trace | None:
     producers computed at it to the new grid axis."""
     moves = moves_of(t)
     root = op.stage(op.outputs[0])
-    binds = [m for m in moves if m["m"] == "bind" and m["stage"] == root.name
-             and m["to"] == "grid"]
+    binds = _grid_binds(moves, root.name)
     if not binds:
         return None
     a = binds[-1]["axis"]
