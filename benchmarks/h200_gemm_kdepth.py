@@ -72,19 +72,25 @@ LOOP_EDITS = tuple((f"{of}_{kind.replace('+tma_store', '_tmastore')}", of, kind)
 BASE = 387
 
 
-def base_trace(db: str) -> dict:
+def trace_of(db: str, cid: int) -> dict:
+    """Candidate `cid`'s trace in the archive `db`."""
     import sqlite3
 
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        (tj,), = con.execute("select trace_json from candidates where id = ?", (BASE,))
+        (tj,), = con.execute("select trace_json from candidates where id = ?", (cid,))
     finally:
         con.close()
     return json.loads(tj)
 
 
-def variant_trace(base: dict, change: dict) -> dict:
-    """The archive's best trace with a variant's changes."""
+def base_trace(db: str) -> dict:
+    return trace_of(db, BASE)
+
+
+def changed(base: dict, change: dict) -> dict:
+    """A copy of `base` with a variant's tile sizes (BM, BN, BK) and launch hints (None
+    drops one)."""
     t = copy.deepcopy(base)
     for key in ("BM", "BN", "BK"):
         if key in change:
@@ -95,6 +101,12 @@ def variant_trace(base: dict, change: dict) -> dict:
             launch.pop(k, None)
         else:
             launch[k] = v
+    return t
+
+
+def variant_trace(base: dict, change: dict) -> dict:
+    """The archive's best trace with a variant's changes."""
+    t = changed(base, change)
     t["moves"] = [m for m in t["moves"] if m["m"] != "cache"]
     if change.get("bulk"):
         t["moves"] += [{"m": "cache", "stage": "acc", "buffer": b, "scope": "shared",

@@ -42,14 +42,13 @@ kevolve's bulk copies use it deadlocks: the backend has no move for it.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import json
 import os
 import re
-import sqlite3
 import subprocess
 import sys
+
+from h200_gemm_kdepth import changed, trace_of
 
 BASE = 635  # the committed archive's best gemm_bias_gelu (session 12)
 W4 = {"num_warps": 4, "pipeline": None}  # Triton warp-specializes 4-warp kernels only
@@ -68,26 +67,9 @@ LIMIT_S = 90
 LAST = "ws_g16"  # host descriptors, as the first run that hung: probed after the timing
 
 
-def trace_of(db: str, cid: int) -> dict:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        (tj,), = con.execute("select trace_json from candidates where id = ?", (cid,))
-    finally:
-        con.close()
-    return json.loads(tj)
-
-
 def variant_trace(base: dict, change: dict) -> dict:
-    t = copy.deepcopy(base)
-    for key in ("BM", "BN", "BK"):
-        if key in change:
-            t["decisions"]["$" + key] = change[key]
+    t = changed(base, change)
     launch = next(m for m in t["moves"] if m["m"] == "launch")
-    for k, v in change.get("launch", {}).items():
-        if v is None:
-            launch.pop(k, None)
-        else:
-            launch[k] = v
     if not launch.get("persistent"):
         launch.pop("pipeline", None)  # across tiles needs persistent programs
     if not change.get("keep_y"):
