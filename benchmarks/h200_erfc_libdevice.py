@@ -92,10 +92,11 @@ def archived_best_gemm(db: str, rec):
     return src, be, case, ts
 
 
-def kevolve_call(src, be, case, ins: dict, ref, rec, name: str, other=None):
+def kevolve_call(src, be, case, ins: dict, ref, rec, name: str, other=None,
+                 report: bool = False):
     """Build `src`, check it against `ref` (recorded as NAME_err; with `other`, another
-    kernel's bf16 output, also the share of elements that differ from it) and return a
-    call."""
+    kernel's bf16 output, also the share of elements that differ from it; with `report`,
+    the kernels' compile report as NAME_kernel) and return a call."""
     import torch
 
     import kevolve
@@ -107,6 +108,8 @@ def kevolve_call(src, be, case, ins: dict, ref, rec, name: str, other=None):
     rec(name + "_err", (outs["y"].double() - ref).abs().max().item())
     if other is not None:
         rec(name + "_differs", (outs["y"] != other).double().mean().item())
+    if report:
+        rec(name + "_kernel", k.diagnostics.get("kernels"))
     return lambda: k(ins, outs, case.params)
 
 

@@ -132,7 +132,7 @@ def prepared(db: str, rec, compiled: bool = True):
 
 def contender(name: str, db: str, prep, rec):
     """One variant built, run once and checked against float64; returns its call."""
-    import torch
+    from h200_erfc_libdevice import kevolve_call
     from h200_gemm_counters import renamed
 
     import kevolve
@@ -144,15 +144,8 @@ def contender(name: str, db: str, prep, rec):
     text = s.text
     for e in edits:
         text = {"dd": device_descriptors, "ws": warp_specialized}[e](text)
-    k = kevolve.build(dataclasses.replace(s, text=renamed(text, name)), be)
-    outs = {"y": torch.full_like(ref, float("nan"), dtype=torch.bfloat16)}
-    k(ins, outs, case.params)
-    torch.cuda.synchronize()
-    rec(name + "_err", (outs["y"].double() - ref).abs().max().item())
-    if want is not None:
-        rec(name + "_differs", (outs["y"] != want).double().mean().item())
-    rec(name + "_kernel", k.diagnostics.get("kernels"))
-    return lambda: k(ins, outs, case.params)
+    return kevolve_call(dataclasses.replace(s, text=renamed(text, name)), be, case, ins, ref,
+                        rec, name, other=want, report=True)
 
 
 def main() -> None:
