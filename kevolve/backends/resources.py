@@ -105,3 +105,13 @@ def check_fits(usage: tuple[Usage, ...], limits: dict) -> None:
                             f" {u.registers} registers per thread, over the device's {regs} "
                             "(it would spill to local memory)",
                             "raise num_warps or split the tile smaller")
+
+
+def resident_programs(usage: tuple[Usage, ...], limits: dict) -> int | None:
+    """How many programs of these estimates one multiprocessor holds at once by shared
+    memory (`limits["shared_bytes"]`, the most a program may have, is on NVIDIA GPUs the
+    multiprocessor's less 1 KiB); None when either is unknown. Persistent programs past
+    this count do not run beside the others: they wait for whole programs to finish."""
+    smem = limits.get("shared_bytes")
+    need = max((u.shared_bytes for u in usage), default=0)
+    return max(1, smem // need) if smem and need else None

@@ -129,6 +129,18 @@ def test_toggle_pipeline_needs_persistent_programs_and_goes_with_them():
     assert k.persistent is None and k.pipeline is None
 
 
+def test_cap_persistent_keeps_the_largest_count_that_fits():
+    op, dims, t = _default("gemm_bias_gelu")
+    rng = random.Random(5)
+    triton = _caps("triton")
+    eight = next(x for x in (mu.toggle_persistent(t, rng, triton) for _ in range(64))
+                 if lower(apply_trace(op, x), dims).kernels[0].persistent == 8)
+    for fit, want in ((1, 1), (2, 2), (3, 2), (5, 4), (8, 8), (20, 8), (0, 1)):
+        got = mu.cap_persistent(eight, fit)
+        assert lower(apply_trace(op, got), dims).kernels[0].persistent == want
+    assert mu.cap_persistent(t, 1) == t  # one program per tile stays so
+
+
 def _triton_source(op, dims, t) -> str:
     from kevolve.backends.triton import TritonBackend
     return TritonBackend().render(lower(apply_trace(op, t), dims)).text

@@ -17,7 +17,7 @@ import pytest
 from kevolve.agent.proposers.check import prove
 from kevolve.agent.proposers.heuristic import HeuristicProposer
 from kevolve.agent.types import ProposalContext, Result, Scored
-from kevolve.backends.resources import Usage, check_fits
+from kevolve.backends.resources import Usage, check_fits, resident_programs
 from kevolve.backends.triton import TritonBackend
 from kevolve.ir.printer import op_text
 from kevolve.ops import LIBRARY
@@ -204,3 +204,40 @@ def test_prove_runs_the_backends_legality_layer_too():
         prove(op, gemm_trace(1024, 1024, 64, 8, 2), DIMS, TritonBackend(), {})
     assert e.value.code == "backend.tile_too_large"
     prove(op, gemm_trace(128, 256, 64, 8, 4), DIMS, TritonBackend(), H200)
+
+
+def test_resident_programs_counts_what_shared_memory_holds():
+    big = usage_of(gemm_trace(128, 256, 64, warps=8, stages=4))  # 192 KiB
+    small = usage_of(gemm_trace(128, 128, 64, warps=4, stages=3))  # 96 KiB
+    assert resident_programs(big, H200) == 1
+    assert resident_programs(small, H200) == 2
+    assert resident_programs(big, {}) is None and resident_programs((), H200) is None
+
+
+def _persistent(trace: Trace) -> int | None:
+    return next((m.to_dict().get("persistent") for m in trace.moves
+                 if m.to_dict()["m"] == "launch"), None)
+
+
+def test_the_heuristic_proposer_starts_no_more_persistent_programs_than_fit():
+    """A 128x256x64 parent with 4 persistent programs per multiprocessor, of which the H200
+    holds one: every proposal whose last step was the persistent or pipeline mutation has
+    no more programs per multiprocessor than its own estimate fits (4 stay possible off a
+    GPU, where no limit is known)."""
+    d = json.loads(gemm_trace(128, 256, 64, 8, 4).to_json())
+    next(m for m in d["moves"] if m["m"] == "launch")["persistent"] = 4
+    parents = (Scored(json.dumps(d), Result("ok", time_ms=0.4), 0),)
+
+    def over(limits: dict) -> list[bool]:
+        got = HeuristicProposer(seed=3).propose(_ctx(limits, parents), 80)
+        out = []
+        for p in got:
+            t = Trace.from_json(p.trace_json)
+            n = _persistent(t)
+            if p.note.rsplit("+", 1)[-1] in ("persistent", "pipeline") and n:
+                out.append(n > resident_programs(usage_of(t), H200))
+        return out
+
+    held, free = over(H200), over({})
+    assert held and not any(held)
+    assert any(free)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+from ...backends.resources import resident_programs
 from ...ops import LIBRARY
 from ...schedule import MoveError, Trace
 from ..types import Proposal, ProposalContext
@@ -45,6 +46,23 @@ class HeuristicProposer:
             return False
         except (NotImplementedError, KeyError, ValueError):
             return False
+
+    def _resident(self, t: Trace | None, op, ctx: ProposalContext) -> Trace | None:
+        """`t` with no more persistent programs per multiprocessor than one holds at once
+        by the backend's estimate: the rest would only start when whole programs finish,
+        and each program would loop over fewer tiles. On the H200, gemm_bias_gelu's
+        128x256 kernel (one program per multiprocessor) ran at 0.94 of cuBLAS with 4
+        programs per multiprocessor and 0.96-0.98 with 1 or 2, within tiles or across
+        (do_bench, 9 rounds; h200-gemm-persistent.json)."""
+        if t is None:
+            return None
+        be = self._backend(ctx.backend)
+        try:
+            fit = be and resident_programs(be.usage(prove(op, t, ctx.bench_dims, be, {})),
+                                           ctx.limits)
+        except (MoveError, NotImplementedError, KeyError, ValueError):
+            return t  # _legal says why, with its count
+        return mu.cap_persistent(t, fit) if fit else t
 
     def _rules(self, ctx: ProposalContext, parent) -> list[str]:
         """Mutation names worth trying first for this parent, from its diagnostics."""
@@ -86,8 +104,8 @@ class HeuristicProposer:
             "rows": lambda: mu.rows_per_program(t, r, op),
             "precision": lambda: mu.toggle_precision(t, r, ctx.caps, op),
             "constexpr": lambda: mu.toggle_constexpr(t, r, ctx.caps, op),
-            "persistent": lambda: mu.toggle_persistent(t, r, ctx.caps),
-            "pipeline": lambda: mu.toggle_pipeline(t, r, ctx.caps),
+            "persistent": lambda: self._resident(mu.toggle_persistent(t, r, ctx.caps), op, ctx),
+            "pipeline": lambda: self._resident(mu.toggle_pipeline(t, r, ctx.caps), op, ctx),
             "prefetch": lambda: mu.toggle_prefetch(t, r, gpu),
             "unroll": lambda: mu.unroll_loop(t, r, op, ctx.caps),
             "split": lambda: mu.split_tile(t, r, op),

@@ -142,6 +142,17 @@ def toggle_persistent(t: Trace, rng: random.Random, caps: dict) -> Trace | None:
     return rebuild(t, moves)
 
 
+def cap_persistent(t: Trace, fit: int) -> Trace:
+    """`t` with at most `fit` persistent programs per multiprocessor (the largest of 1, 2,
+    4, 8 within it); unchanged when it has fewer or none."""
+    moves = moves_of(t)
+    ln = _launch(moves)
+    if not ln.get("persistent") or ln["persistent"] <= fit:
+        return t
+    ln["persistent"] = max(n for n in (1, 2, 4, 8) if n <= max(1, fit))
+    return rebuild(t, moves)
+
+
 def toggle_pipeline(t: Trace, rng: random.Random, caps: dict) -> Trace | None:
     """A persistent program's software pipeline across tiles (the next tile's loads during
     this tile's epilogue) or within each tile: on the H200, gemm_bias_gelu with both
