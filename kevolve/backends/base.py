@@ -109,7 +109,8 @@ class Backend:
 
     def limits(self) -> dict:
         """This machine's per-program limits for `usage` (`shared_bytes`,
-        `registers_per_thread`); empty where unknown or no device is present."""
+        `registers_per_thread`, `registers_per_program`); empty where unknown or no device is
+        present."""
         return {}
 
 

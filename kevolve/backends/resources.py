@@ -29,6 +29,7 @@ class Usage:
     stages: int  # pipeline stages of its operand loads
     shared_bytes: int  # every stage's operand tiles, held in shared memory at once
     registers: int  # 32-bit registers per thread for the f32 accumulator alone
+    threads: int = 0  # threads of one program (warps x wavefront), who share its registers
 
 
 def _operands(st: Step) -> tuple[Load, Load] | None:
@@ -74,7 +75,8 @@ def dot_usage(plan: Plan, stages: int = 3, warps: int = 4, wavefront: int = 32
             tma = any(copied_in_bulk(plan, st, x) for x in ab)
             out.append(Usage(k.name, st.stage.name, (m, n, kb), s,
                              bufs * ((m * kb + kb * n) * 2 + (8 if tma else 0)) +
-                             staging_bytes(plan, k), -(-m * n // (w * wavefront))))
+                             staging_bytes(plan, k), -(-m * n // (w * wavefront)),
+                             w * wavefront))
     return tuple(out)
 
 
@@ -89,8 +91,15 @@ def _dot_tile(k: KernelPlan, st: Step) -> tuple[int, int, int]:
 
 def check_fits(usage: tuple[Usage, ...], limits: dict) -> None:
     """Raise MoveError (code `resources.*`) for the first estimate over `limits`:
-    `shared_bytes` (per program) and `registers_per_thread`; an absent limit is not held."""
+    `shared_bytes` (per program), `registers_per_thread` and `registers_per_program` (the
+    register file a program's threads share); an absent limit is not held.
+
+    The last is the one a many-warp program meets: in the committed H200 gemm archives,
+    every kernel whose accumulator alone needed all of each thread's share of the 65536
+    registers (256x256 and 128x512 tiles at 16 or 32 warps: 45 results) failed in ptxas
+    ("Insufficient registers", 44) or spilled (1), and none under its share failed so."""
     smem, regs = limits.get("shared_bytes"), limits.get("registers_per_thread")
+    file = limits.get("registers_per_program")
     for u in usage:
         tile = "x".join(map(str, u.tile))
         if smem and u.shared_bytes > smem:
@@ -105,6 +114,14 @@ def check_fits(usage: tuple[Usage, ...], limits: dict) -> None:
                             f" {u.registers} registers per thread, over the device's {regs} "
                             "(it would spill to local memory)",
                             "raise num_warps or split the tile smaller")
+        if file and u.threads and u.registers >= file // u.threads:
+            raise MoveError(None, "resources.registers",
+                            f"{u.kernel}: step {u.stage!r} keeps a {tile} f32 accumulator in"
+                            f" {u.registers} registers per thread, all of each thread's "
+                            f"share of the {file} its {u.threads} threads have (ptxas "
+                            "stops with 'Insufficient registers')",
+                            "lower num_warps (each thread then gets more) or split the tile "
+                            "smaller")
 
 
 def resident_programs(usage: tuple[Usage, ...], limits: dict) -> int | None:

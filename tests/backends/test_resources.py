@@ -24,7 +24,7 @@ from kevolve.ops import LIBRARY
 from kevolve.schedule import MoveError, Trace, apply_trace, lower
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "h200-archive.db"
-H200 = {"shared_bytes": 232448, "registers_per_thread": 255}
+H200 = {"shared_bytes": 232448, "registers_per_thread": 255, "registers_per_program": 65536}
 GEMM = LIBRARY["gemm_bias_gelu"]
 DIMS = GEMM.dims("gpu")
 
@@ -114,8 +114,8 @@ def test_over_a_limit_is_a_structured_error_that_says_what_to_change():
     check_fits(big + spill, {})  # no device: no limits, nothing held
 
 
-def _archived_gemm_results():
-    db = sqlite3.connect(f"file:{ARCHIVE}?mode=ro", uri=True)
+def _archived_gemm_results(path: Path = ARCHIVE):
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         return db.execute(
             "select c.trace_json, r.verdict, r.message, r.diagnostics from candidates c "
@@ -162,6 +162,38 @@ def test_the_estimate_matches_the_h200s_compiles_of_the_archived_gemm_candidates
                 assert d["compiler.spills"] > 0, tj
                 spilled += 1
     assert compiled >= 330 and refused >= 14 and spilled >= 8  # 334, 15, 8 as committed
+
+
+def test_a_program_whose_accumulator_takes_its_threads_whole_register_share_fails():
+    """In every committed H200 gemm archive: ptxas ran out of registers (or the kernel
+    spilled) exactly where the accumulator estimate takes all of each thread's share of
+    the program's 65536 registers; the limit skips those, and no kernel that compiled
+    without spilling."""
+    share = H200["registers_per_program"]
+    (wide,) = usage_of(gemm_trace(256, 256, 64, warps=16, stages=2))  # 128 KiB: fits
+    with pytest.raises(MoveError) as e:
+        check_fits((wide,), H200)
+    assert "128 registers per thread" in e.value.message and "65536" in e.value.message
+    assert "512 threads" in e.value.message and "num_warps" in e.value.hint
+    caught = 0
+    for db in ("h200-archive.db", "h200-gemm-fresh-archive.db", "h200-gemm-resident-archive.db"):
+        for tj, _, message, diag in _archived_gemm_results(ARCHIVE.with_name(db)):
+            try:
+                (u,) = usage_of(Trace.from_json(tj))
+            except MoveError:
+                continue
+            short = "Insufficient registers" in (message or "")
+            spills = json.loads(diag).get("compiler.spills", 0)
+            if u.registers >= share // u.threads:
+                assert short or spills > 0 or u.registers > 255, tj
+                with pytest.raises(MoveError) as e:
+                    check_fits((u,), {"registers_per_program": share})
+                assert e.value.code == "resources.registers"
+                caught += short or spills > 0
+            else:
+                assert not short, tj
+                check_fits((u,), {"registers_per_program": share})
+    assert caught >= 45
 
 
 def _ctx(limits: dict, parents: tuple[Scored, ...]) -> ProposalContext:

@@ -81,8 +81,9 @@ class TritonBackend(Backend):
         return dot_usage(plan, stages=3, warps=4, wavefront=self.caps.wavefront)
 
     def limits(self) -> dict:
-        """Shared memory per program as Triton's own launch check counts it, and 255
-        registers per thread (NVIDIA's ceiling; not given for AMD GPUs)."""
+        """Shared memory per program as Triton's own launch check counts it, 255 registers
+        per thread (NVIDIA's ceiling) and the register file a program's threads share
+        (the driver's registers per block); the last two not given for AMD GPUs."""
         if self.interpret:
             return {}
         try:
@@ -97,6 +98,7 @@ class TritonBackend(Backend):
         out = {"shared_bytes": int(props["max_shared_mem"])}
         if getattr(torch.version, "hip", None) is None:
             out["registers_per_thread"] = 255
+            out["registers_per_program"] = int(props["max_num_regs"])
         return out
 
     def render(self, plan) -> KernelSource:
