@@ -45,7 +45,7 @@ FRESH = "benchmarks/results/h200-gemm-fresh-archive.db"
 BASE = 160  # the committed ranking's gemm_bias_gelu (session 13)
 ACROSS = {"launch": {"persistent": 1, "pipeline": "across_tiles"}}
 
-DEFERRED = '''
+_DEFERRED = '''
 @triton.jit
 def _kv_defer_epi(t_y, xb, io, jo, C: tl.constexpr):
     """GELU of one 128x32 chunk of the pre-activation, stored in bulk."""
@@ -72,14 +72,7 @@ def k_y(p_A, p_W, p_bias, p_y, d_K, d_M, d_N, t_A_128x64, t_W_64x256, t_y_128x32
     n_a = d_M // 128
     n_b = d_N // 256
     z = tl.zeros([128, 32], tl.bfloat16)
-    q0 = z
-    q1 = z
-    q2 = z
-    q3 = z
-    q4 = z
-    q5 = z
-    q6 = z
-    q7 = z
+{init}
     pio = 0
     pjo = 0
     have = 0
@@ -96,38 +89,31 @@ def k_y(p_A, p_W, p_bias, p_y, d_K, d_M, d_N, t_A_128x64, t_W_64x256, t_y_128x32
             b = t_W_64x256.load([kk * 64, g_jo * 256])
             acc = tl.dot(a, b, acc)
             if have != 0:
-                if kk == 0:
-                    _kv_defer_epi(t_y_128x32, q0, pio, pjo, 0)
-                if kk == 1:
-                    _kv_defer_epi(t_y_128x32, q1, pio, pjo, 1)
-                if kk == 2:
-                    _kv_defer_epi(t_y_128x32, q2, pio, pjo, 2)
-                if kk == 3:
-                    _kv_defer_epi(t_y_128x32, q3, pio, pjo, 3)
-                if kk == 4:
-                    _kv_defer_epi(t_y_128x32, q4, pio, pjo, 4)
-                if kk == 5:
-                    _kv_defer_epi(t_y_128x32, q5, pio, pjo, 5)
-                if kk == 6:
-                    _kv_defer_epi(t_y_128x32, q6, pio, pjo, 6)
-                if kk == 7:
-                    _kv_defer_epi(t_y_128x32, q7, pio, pjo, 7)
+{in_loop}
         bias = tl.load(p_bias + g_jo * 256 + r_ji).to(tl.float32)
         q0, q1, q2, q3, q4, q5, q6, q7 = _kv_defer_chunks((acc + bias[None, :]).to(tl.bfloat16))
         pio = g_io
         pjo = g_jo
         have = 1
     if have != 0:
-        _kv_defer_epi(t_y_128x32, q0, pio, pjo, 0)
-        _kv_defer_epi(t_y_128x32, q1, pio, pjo, 1)
-        _kv_defer_epi(t_y_128x32, q2, pio, pjo, 2)
-        _kv_defer_epi(t_y_128x32, q3, pio, pjo, 3)
-        _kv_defer_epi(t_y_128x32, q4, pio, pjo, 4)
-        _kv_defer_epi(t_y_128x32, q5, pio, pjo, 5)
-        _kv_defer_epi(t_y_128x32, q6, pio, pjo, 6)
-        _kv_defer_epi(t_y_128x32, q7, pio, pjo, 7)
+{after}
 
 '''
+CHUNKS = 8  # the column chunks _kv_defer_chunks makes (3 splits in two)
+
+
+def _epilogue_calls(indent: str, guarded: bool) -> str:
+    """One `_kv_defer_epi` call per chunk, each under `if kk == c:` when `guarded`."""
+    out = []
+    for c in range(CHUNKS):
+        call = f"_kv_defer_epi(t_y_128x32, q{c}, pio, pjo, {c})"
+        out += [f"{indent}if kk == {c}:", f"{indent}    {call}"] if guarded else [indent + call]
+    return "\n".join(out)
+
+
+DEFERRED = _DEFERRED.format(init="\n".join(f"    q{c} = z" for c in range(CHUNKS)),
+                            in_loop=_epilogue_calls(" " * 16, True),
+                            after=_epilogue_calls(" " * 8, False))
 
 
 def deferred(text: str, stages: int) -> str:
