@@ -23,6 +23,16 @@ Then do_bench in interleaved rounds, then each back to back under nvidia-smi (en
 call); `--profile` runs one call of each for Nsight Compute (h200_gate_fit.sh). `NAME_differs`
 is the share of outputs that are not the correctly rounded value.
 
+Results (session 16, h200-gate-fit.json, h200-gate-fit-ncu.csv; bash h200_gate_fit.sh):
+do_bench of cuBLAS's bare matmul (9 rounds, bare's spread 19%): own 0.947, fit3 0.936,
+bias_only 0.991, cuBLASLt's tanh GELU 0.987; sustained 0.943, 0.945, 0.980, 0.972; energy
+per call 302, 301, 291, 293 mJ against 285. Outputs not the correctly rounded bf16: own
+0.27%, fit3 2.0%, cuBLASLt 9.5%. Warp instructions per call 73.2M, 71.1M, 60.1M (cuBLAS
+33.6M, 41.2M with its GELU). So the GELU costs 3.7 points sustained, and two FFMA fewer
+per output buy 0.2 of them: the epilogue's time is set as much by its 2 MUFU per output
+(16 special-function results per clock per multiprocessor) as by the rest. fit3 was not
+taken into the backend.
+
     PYTHONPATH=.:benchmarks python3 benchmarks/h200_gate_fit.py --db ARCHIVE --out $OUT
 """
 
