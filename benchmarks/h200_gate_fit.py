@@ -34,6 +34,7 @@ per output buy 0.2 of them: the epilogue's time is set as much by its 2 MUFU per
 taken into the backend.
 
     PYTHONPATH=.:benchmarks python3 benchmarks/h200_gate_fit.py --db ARCHIVE --out $OUT
+    PYTHONPATH=.:benchmarks python3 benchmarks/h200_gate_fit.py --db ARCHIVE --sass  # no GPU
 """
 
 from __future__ import annotations
@@ -106,6 +107,44 @@ def runs_for(args, rec) -> dict:
     return runs
 
 
+def sass_counts(db: str) -> dict:
+    """Per variant, the SASS ptxas makes for sm_90 (compiled here, no GPU needed: Triton's
+    own ptxas and cuobjdump) counted by opcode, with registers and the ptxas version."""
+    import collections
+    import glob
+    import subprocess
+    import tempfile
+
+    import triton
+
+    import kevolve
+    from kevolve.agent.archive import Archive
+    from kevolve.backends.triton.aot import compile_aot, ptxas_path
+    from kevolve.ops import get
+
+    d = get("gemm_bias_gelu")
+    best = Archive(db, readonly=True).best("gemm_bias_gelu", "triton")
+    src = kevolve.lower(d.op, best.trace_json, "triton", d.dims("gpu"))
+    bin_dir = glob.glob(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia",
+                                     "bin"))[0]
+    out = {}
+    for name, edit in VARIANTS.items():
+        info = compile_aot(dataclasses.replace(src, text=edit(src.text)), "cuda:90",
+                           keep_asm=True)["k_y"]
+        with tempfile.TemporaryDirectory() as tmp:  # keep_asm keeps texts: assemble the PTX
+            ptx, cubin = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
+            with open(ptx, "w") as f:
+                f.write(info["text"]["ptx"])
+            subprocess.run([ptxas_path(), "-arch=sm_90a", ptx, "-o", cubin], check=True)
+            sass = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "-sass", cubin],
+                                  capture_output=True, text=True, check=True).stdout
+        ops = collections.Counter(m.group(1) for m in re.finditer(
+            r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P[0-9T]+ )?([A-Z0-9_]+)", sass))
+        out[name] = {"registers": info["registers"], "ptxas": info.get("ptxas_version"),
+                     "total": sum(ops.values()), **dict(ops.most_common(12))}
+    return out
+
+
 def main() -> None:
     import statistics
 
@@ -117,7 +156,13 @@ def main() -> None:
     from kevolve.bench.runner import interleaved
 
     ap = study_args()
+    ap.add_argument("--sass", action="store_true",
+                    help="print each variant's sm_90 SASS counted by opcode (no GPU needed)")
     args = ap.parse_args()
+    if args.sass:
+        for name, counts in sass_counts(args.db).items():
+            print(name, counts)
+        return
     if args.profile:
         return profile_calls(runs_for(args, lambda k, v: None))
     rec = recorder(os.path.join(args.out, "gate-fit.json"))
