@@ -52,10 +52,11 @@ def _load(raw: bool):
 # log2(e) folded into P's coefficients and the w^2 term, which is what tl.exp computed
 # anyway (exp2 of x * log2 e): in f32 the fractional error stays near 1e-6 up to |w| = 3,
 # then grows with w^2 as the exponent rounds (about 1e-5 at |w| = 9). On a GPU the
-# reciprocal and the exp2 are libdevice's fast_dividef and exp2, which compile to bare
-# MUFU.RCP / MUFU.EX2 on sm_90 where `/` and tl.exp add range fix-ups: 22.5 instead of 32.5
-# float instructions per element of the erf GELU (an A/B of that spelling on the H200 showed
-# no measurable change, h200-erfc-libdevice.json). On the H200 a hand-written
+# reciprocal and the exp2 are libdevice's fast_dividef and exp2, which compile to MUFU.RCP
+# (and a flush-to-zero FADD) / MUFU.EX2 on sm_90 where `/` and tl.exp add range fix-ups:
+# 22.5 instead of 32.5 float instructions per element of the erf GELU (an A/B of that
+# spelling on the H200 showed no measurable change, h200-erfc-libdevice.json). On the H200
+# a hand-written
 # gemm_bias_gelu ran 2-4% faster with the helper than with tl.erf (h200-erf-ab.json).
 # A module whose outputs are all bf16 or f16 gets a shorter fit (ERFC_HALF_P): no more
 # accuracy than those outputs hold, and 4 fewer FMAs per element (h200-gelu-power.json:
