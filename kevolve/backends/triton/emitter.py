@@ -56,8 +56,8 @@ def _load(raw: bool):
 # (and a flush-to-zero FADD) / MUFU.EX2 on sm_90 where `/` and tl.exp add range fix-ups:
 # 22.5 instead of 32.5 float instructions per element of the erf GELU (an A/B of that
 # spelling on the H200 showed no measurable change, h200-erfc-libdevice.json). On the H200
-# a hand-written
-# gemm_bias_gelu ran 2-4% faster with the helper than with tl.erf (h200-erf-ab.json).
+# a hand-written gemm_bias_gelu ran 2-4% faster with the helper than with tl.erf
+# (h200-erf-ab.json).
 # A module whose outputs are all bf16 or f16 gets a shorter fit (ERFC_HALF_P): no more
 # accuracy than those outputs hold, and 4 fewer FMAs per element (h200-gelu-power.json:
 # gemm_bias_gelu 1.0-1.6% faster on the H200).
