@@ -111,22 +111,18 @@ def sass_counts(db: str) -> dict:
     """Per variant, the SASS ptxas makes for sm_90 (compiled here, no GPU needed: Triton's
     own ptxas and cuobjdump) counted by opcode, with registers and the ptxas version."""
     import collections
-    import glob
     import subprocess
     import tempfile
 
-    import triton
+    from h200_gemm_counters import json_trace
+    from h200_gluon_epilogue import disassemble
 
     import kevolve
-    from kevolve.agent.archive import Archive
     from kevolve.backends.triton.aot import compile_aot, ptxas_path
     from kevolve.ops import get
 
     d = get("gemm_bias_gelu")
-    best = Archive(db, readonly=True).best("gemm_bias_gelu", "triton")
-    src = kevolve.lower(d.op, best.trace_json, "triton", d.dims("gpu"))
-    bin_dir = glob.glob(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia",
-                                     "bin"))[0]
+    src = kevolve.lower(d.op, json_trace(db), "triton", d.dims("gpu"))
     out = {}
     for name, edit in VARIANTS.items():
         info = compile_aot(dataclasses.replace(src, text=edit(src.text)), "cuda:90",
@@ -136,8 +132,8 @@ def sass_counts(db: str) -> dict:
             with open(ptx, "w") as f:
                 f.write(info["text"]["ptx"])
             subprocess.run([ptxas_path(), "-arch=sm_90a", ptx, "-o", cubin], check=True)
-            sass = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "-sass", cubin],
-                                  capture_output=True, text=True, check=True).stdout
+            with open(cubin, "rb") as f:
+                sass = disassemble(f.read())
         ops = collections.Counter(m.group(1) for m in re.finditer(
             r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P[0-9T]+ )?([A-Z0-9_]+)", sass))
         out[name] = {"registers": info["registers"], "ptxas": info.get("ptxas_version"),
@@ -146,14 +142,12 @@ def sass_counts(db: str) -> dict:
 
 
 def main() -> None:
-    import statistics
-
     from h200_gelu_power import power_rounds
     from h200_gemm_counters import profile_calls, study_args
     from h200_triton_structures import recorder
 
     from kevolve.agent.evaluate import time_gpu
-    from kevolve.bench.runner import interleaved
+    from kevolve.bench.runner import _summary, interleaved
 
     ap = study_args()
     ap.add_argument("--sass", action="store_true",
@@ -169,10 +163,9 @@ def main() -> None:
     runs = runs_for(args, rec)
     times = interleaved(runs, args.rounds, time_gpu)  # the bench's order: a Williams design
     rec("rounds_ms", times)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    rec("times", {k: {"ms": med[k], "spread": (max(v) - min(v)) / med[k]}
-                  for k, v in times.items()})
-    rec("bare_over", {k: med["bare_mm"] / v for k, v in med.items()})
+    summary = {k: _summary(v) for k, v in times.items()}  # (median, spread), as the bench
+    rec("times", {k: {"ms": ms, "spread": spread} for k, (ms, spread) in summary.items()})
+    rec("bare_over", {k: summary["bare_mm"][0] / ms for k, (ms, _) in summary.items()})
     power_rounds(runs, args.seconds, rec)
 
 
