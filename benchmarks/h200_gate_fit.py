@@ -57,6 +57,8 @@ import dataclasses
 import os
 import re
 
+from kevolve.backends.triton.emitter import ERFC_HALF_P
+
 # P(t) in log2 units, lowest degree first: a minimax fit (linear programme over 4000
 # Chebyshev nodes) of log2(erfc(w)) + w^2 log2(e) - log2(t), t = 1 / (1 + w / 2), over
 # 0 <= w <= 9.5, as the backend's ERFC_HALF_P is at degree 5. Largest error 3.7e-4 in
@@ -71,17 +73,35 @@ def _gate_lines(text: str) -> tuple[list[str], int]:
     return lines, at[0]
 
 
-def with_fit(text: str, coeffs) -> str:
-    """The module with its Gaussian gate's Horner steps replaced by a fit of another
-    degree (lowest degree first; log2 k is added to the constant term as the backend does)."""
+def _with_body(text: str, body) -> str:
+    """The module with its Gaussian gate's body (after the docstring, to the return line)
+    replaced by what `body` writes with `exp2` and `rcp` spelled as
+    the module spells them (libdevice's on a GPU, plain ones for the interpreter): `body`
+    takes those spellings as format strings and returns the lines."""
     lines, d = _gate_lines(text)
-    first = next(i for i in range(d, len(lines)) if lines[i].startswith("    p = "))
-    last = next(i for i in range(first, len(lines)) if not lines[i].startswith("    p = "))
+    end = next(i for i in range(d, len(lines)) if lines[i].startswith("    return "))
+    doc = next(i for i in range(d + 1, len(lines)) if lines[i].rstrip().endswith('"""'))
+    gpu = "libdevice.exp2(" in lines[end]
+    spell = {"exp2": "libdevice.exp2({})" if gpu else "tl.math.exp2({})",
+             "rcp": "libdevice.fast_dividef(1.0, {})" if gpu else "1.0 / ({})"}
+    return "".join(lines[:doc + 1] + body(spell) + lines[end + 1:])
+
+
+def with_tform(text: str, coeffs=ERFC_HALF_P) -> str:
+    """The module with the gate the backend rendered for bf16 outputs until session 17 (the
+    erfc fit in t = 1 / (1 + H |x|), 2 MUFU per output), with this fit in t (lowest degree
+    first, log2 units; log2 k added to the constant term as the backend did)."""
     c = [repr(float(x)) for x in coeffs]
-    steps = [f"    p = {c[-2]} + t * {c[-1]}\n"]
-    steps += [f"    p = {x} + t * p\n" for x in reversed(c[1:-2])]
-    steps.append(f"    p = ({c[0]} + L) + t * p\n")
-    return "".join(lines[:first] + steps + lines[last:])
+
+    def body(sp):
+        steps = ["    a = tl.minimum(tl.abs(x), 1e4)\n",
+                 "    t = " + sp["rcp"].format("1.0 + H * a") + "\n",
+                 f"    p = {c[-2]} + t * {c[-1]}\n"]
+        steps += [f"    p = {x} + t * p\n" for x in reversed(c[1:-2])]
+        steps.append(f"    p = ({c[0]} + L) + t * p\n")
+        return steps + ["    return K2 * tl.maximum(x, 0.0) - (a * t) * "
+                        + sp["exp2"].format("(x * x) * Q + p") + "\n"]
+    return _with_body(text, body)
 
 
 def bias_only(text: str) -> str:
@@ -107,29 +127,57 @@ W10 = (-0.9999872274157782, -1.1514355868770847, -0.4578030069456718, -0.0548440
 W9 = (-1.000034523020268, -1.150922236497978, -0.45891467238377304, -0.053857120698439356,
       0.008626592708837501, -0.0010117494360019888, 8.242152896656352e-05,
       -4.369315662342677e-06, 1.3464681529870706e-07, -1.8226865203098822e-09)
+# a diagnostic, not a candidate for the backend: degree 8, relative error 1.4e-4 (1.5e-4 in
+# f32), 6 times coarser than W10, for the slope of time against instructions per output
+W8 = (-1.0002044250248308, -1.1488080576649755, -0.463199460607538, -0.05051761565236983,
+      0.007325018611317134, -0.0007273284047413038, 4.5978222365545315e-05,
+      -1.6522332315544997e-06, 2.5558996772344096e-08)
 CLAMP = 14.424978256225586
+
+
+def exponent_fit(degree: int, top: float = 9.5, nodes: int = 4000) -> tuple[tuple, float]:
+    """W10, W9, W8: a minimax fit (linear programme over Chebyshev nodes, HiGHS) of the GELU's
+    log2(erfc(a / sqrt 2) / 2) by a polynomial in a over 0 <= a / sqrt 2 <= top, lowest
+    degree first, and its largest error in log2 units (needs scipy, which the GPU machine's
+    image may lack: the constants above are its output)."""
+    import numpy as np
+    from scipy.optimize import linprog
+    from scipy.special import erfcx
+
+    u = (np.cos(np.pi * (np.arange(nodes) + 0.5) / nodes) + 1) / 2  # a / A, A = top sqrt 2
+    w = u * top
+    y = np.log2(erfcx(w)) - w * w / np.log(2.0) - 1.0
+    V = np.vander(u, degree + 1, increasing=True)
+    one = np.ones((nodes, 1))
+    res = linprog(np.r_[np.zeros(degree + 1), 1.0], A_ub=np.block([[V, -one], [-V, -one]]),
+                  b_ub=np.r_[y, -y], bounds=[(None, None)] * (degree + 1) + [(0, None)],
+                  method="highs")
+    scale = (top * np.sqrt(2.0)) ** np.arange(degree + 1)
+    return tuple(float(c) for c in res.x[:-1] / scale), float(res.x[-1])
 
 
 def with_wpoly(text: str, coeffs) -> str:
     """The module with its Gaussian gate computed with one exp2 and no reciprocal: a
-    polynomial in the clamped |x| (for the GELU's constants only: k = 1/2, c = 1/sqrt 2)."""
-    lines, d = _gate_lines(text)
-    end = next(i for i in range(d, len(lines)) if lines[i].startswith("    return "))
+    polynomial in the clamped |x| (for the GELU's constants only: k = 1/2, c = 1/sqrt 2).
+    W10 is what the backend renders for bf16 outputs since session 17."""
     c = [repr(float(x)) for x in coeffs]
-    body = [f"    a = tl.minimum(tl.abs(x), {CLAMP!r}, propagate_nan=tl.PropagateNan.ALL)\n",
-            f"    p = {c[-2]} + a * {c[-1]}\n"]
-    body += [f"    p = {x} + a * p\n" for x in reversed(c[:-2])]
-    exp2 = "libdevice.exp2(p)" if "libdevice.exp2(" in lines[end] else "tl.math.exp2(p)"
-    body.append(f"    return K2 * tl.maximum(x, 0.0) - a * {exp2}\n")
-    doc = next(i for i in range(d + 1, len(lines)) if lines[i].rstrip().endswith('"""'))
-    return "".join(lines[:doc + 1] + body + lines[end + 1:])
+
+    def body(sp):
+        steps = [f"    a = tl.minimum(tl.abs(x), {CLAMP!r}, propagate_nan=tl.PropagateNan.ALL)\n",
+                 f"    p = {c[-2]} + a * {c[-1]}\n"]
+        steps += [f"    p = {x} + a * p\n" for x in reversed(c[:-2])]
+        return steps + ["    return K2 * tl.maximum(x, 0.0) - a * " + sp["exp2"].format("p")
+                        + "\n"]
+    return _with_body(text, body)
 
 
-VARIANTS = {"own": lambda s: s, "fit3": lambda s: with_fit(s, FIT3),
+VARIANTS = {"own": lambda s: s, "t_form": with_tform, "fit3": lambda s: with_tform(s, FIT3),
             "w10": lambda s: with_wpoly(s, W10), "w9": lambda s: with_wpoly(s, W9),
-            "bias_only": bias_only}
-# what each session ran (--variants): session 16 h200-gate-fit.json, 17 *-onemufu.json
-SESSION_16, SESSION_17 = "own,fit3,bias_only", "own,w10,w9,bias_only"
+            "w8": lambda s: with_wpoly(s, W8), "bias_only": bias_only}
+# what each run had (--variants; their `own` then is `t_form` now): session 16's
+# h200-gate-fit.json, session 17's h200-gate-fit-onemufu.json and h200-gate-fit-dose.json
+RUNS = {"session16": "t_form,fit3,bias_only", "session17": "t_form,w10,w9,bias_only",
+        "session17_dose": "t_form,w10,w9,w8,bias_only"}
 
 
 def runs_for(args, rec) -> dict:
@@ -204,9 +252,10 @@ def main() -> None:
     ap = study_args()
     ap.add_argument("--sass", action="store_true",
                     help="print each variant's sm_90 SASS counted by opcode (no GPU needed)")
-    ap.add_argument("--variants", type=lambda v: v.split(","), default=SESSION_17.split(","),
-                    help=f"comma-separated, of {', '.join(VARIANTS)} (session 16 ran "
-                         f"{SESSION_16}; the default is session 17's)")
+    ap.add_argument("--variants", type=lambda v: RUNS.get(v, v).split(","),
+                    default="own,t_form,bias_only",
+                    help=f"comma-separated, of {', '.join(VARIANTS)}, or a past run's: "
+                         f"{', '.join(RUNS)}")
     args = ap.parse_args()
     if args.sass:
         for name, counts in sass_counts(args.db, args.variants).items():
@@ -221,7 +270,7 @@ def main() -> None:
     summary = {k: _summary(v) for k, v in times.items()}  # (median, spread), as the bench
     rec("times", {k: {"ms": ms, "spread": spread} for k, (ms, spread) in summary.items()})
     rec("bare_over", {k: summary["bare_mm"][0] / ms for k, (ms, _) in summary.items()})
-    power_rounds(runs, args.seconds, rec)
+    power_rounds(runs, args.seconds, rec, args.power_rounds)
 
 
 if __name__ == "__main__":

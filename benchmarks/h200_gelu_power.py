@@ -193,21 +193,26 @@ def time_and_power(runs: dict, rec, rounds: int, seconds: float) -> None:
     power_rounds(runs, seconds, rec)
 
 
-def power_rounds(runs: dict, seconds: float, rec) -> None:
-    """Each run back to back for `seconds`, twice (forward, then backward order, so that a
-    drift in temperature cancels), under the nvidia-smi sampler; records each run's
-    samples, its time as a share of bare_mm's and its energy per call."""
+def power_rounds(runs: dict, seconds: float, rec, rounds: int = 2) -> None:
+    """Each run back to back for `seconds`, `rounds` times (forward, then backward order, and
+    so on, so that a drift in temperature cancels), under the nvidia-smi sampler; records
+    each run's samples, its time as a share of bare_mm's (over all rounds, and per round)
+    and its energy per call."""
     sampler = Sampler()
     try:
         power: dict[str, list[dict]] = {k: [] for k in runs}
         order = list(runs)
-        for rnd in range(2):
-            for k in (order if rnd == 0 else order[::-1]):
+        for rnd in range(rounds):
+            for k in (order if rnd % 2 == 0 else order[::-1]):
                 power[k].append(sustained(runs[k], seconds, sampler))
                 rec("power_" + k, power[k])
         b = statistics.mean(p["ms"] for p in power["bare_mm"])
         rec("sustained_bare_over", {k: b / statistics.mean(p["ms"] for p in v)
                                     for k, v in power.items()})
+        if rounds > 2:
+            rec("sustained_rounds_bare_over",
+                {k: [bp["ms"] / p["ms"] for bp, p in zip(power["bare_mm"], v)]
+                 for k, v in power.items()})
         rec("mj_per_call", {k: statistics.mean(p.get("mj_per_call", 0) for p in v)
                             for k, v in power.items()})
     finally:

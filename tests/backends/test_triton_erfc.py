@@ -111,22 +111,37 @@ def test_gpu_modules_spell_the_reciprocal_and_exp2_with_libdevice_the_interprete
     assert gpu == cpu
 
 
+def _gate_source(dtype: str):
+    n = dims("n")
+    x = input("x", (n,), "f32")
+    (i,) = axes("i", n)
+    o = op("gelu_case", inputs=[x], outputs=[compute(
+        "y", (i,), 0.5 * x[i] * (1.0 + erf(x[i] * 0.7071067811865476)), dtype=dtype)])
+    d = {"n": 1024}
+    return TritonBackend().render(lower(apply_trace(o, default_trace(o, d)), d))
+
+
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton")
-def test_on_sm90_the_helper_is_bare_approximations_and_amd_compiles_it_too():
+def test_on_sm90_the_helpers_are_bare_approximations_and_amd_compiles_them_too():
     """libdevice's fast_dividef and exp2 are div.approx.ftz and ex2.approx.ftz in PTX (one
     MUFU each); `/` (div.full) and tl.exp (ex2.approx without ftz) would add range fix-ups
-    around them. The same module compiles for AMD, whose libdevice has both functions."""
+    around them. The gate of bf16 outputs (gemm_bias_gelu's) has the exp2 alone, and keeps
+    NaN through its clamp (min.NaN). The same modules compile for AMD, whose libdevice has
+    both functions."""
     import re
 
     from kevolve.backends.triton.aot import compile_aot
 
-    src = _gemm_source()
-    ptx = compile_aot(src, "cuda:90", keep_asm=True)["k_y"]["text"]["ptx"]
-    ops_ = set(re.findall(r"\b(ex2\.\S+|div\.\S+)\s", ptx))
-    assert {"ex2.approx.ftz.f32", "div.approx.ftz.f32"} <= ops_, ops_
-    assert not {"div.full.f32", "div.rn.f32", "ex2.approx.f32"} & ops_, ops_
-    gcn = compile_aot(src, "hip:gfx942", keep_asm=True)["k_y"]["text"]["amdgcn"]
-    assert "v_exp_f32" in gcn and "v_rcp_f32" in gcn
+    for src, rcp in ((_gemm_source(), False), (_gate_source("f32"), True)):
+        name = src.meta["plan"].kernels[0].name
+        ptx = compile_aot(src, "cuda:90", keep_asm=True)[name]["text"]["ptx"]
+        ops_ = set(re.findall(r"\b((?:ex2|div|rcp|min)\.\S+)\s", ptx))
+        assert "ex2.approx.ftz.f32" in ops_, ops_
+        assert ("div.approx.ftz.f32" in ops_) == rcp, ops_
+        assert not {"div.full.f32", "div.rn.f32", "ex2.approx.f32", "rcp.rn.f32"} & ops_, ops_
+        assert ("min.NaN.f32" in ops_) == (not rcp), ops_
+        gcn = compile_aot(src, "hip:gfx942", keep_asm=True)[name]["text"]["amdgcn"]
+        assert "v_exp_f32" in gcn and ("v_rcp_f32" in gcn) == rcp
 
 
 def _script(call: str) -> str:
@@ -211,6 +226,11 @@ def test_the_helper_matches_math_erfc_in_relative_error(tmp_path, dtype):
     assert got[-1] > 0.0  # erfc(9) = 4e-37: no cancellation to 0
 
 
+# The gate's: f32 outputs use the same long fit in t; bf16 and f16 outputs the one-exp2 form
+# (GATE_HALF_W, degree 10 in w: 8.9e-6 of its own, 2.4e-5 with f32 rounding of the exponent
+# at the far tail), still 20x under f16's half ulp.
+GATE_BOUNDS = {"f32": (1.5e-6, 2e-5), "bf16": (1.5e-5, 3e-5)}
+
 GATE_SCRIPT = _script("m._kv_gauss_gate(x, 1.0, 0.35355339059327373, -0.7213475204444816, -1.0)")
 
 
@@ -222,7 +242,7 @@ def _gelu(x: float) -> float:
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None
                     or importlib.util.find_spec("torch") is None, reason="needs triton and torch")
-@pytest.mark.parametrize("dtype", sorted(BOUNDS))
+@pytest.mark.parametrize("dtype", sorted(GATE_BOUNDS))
 def test_the_gauss_gate_matches_the_gelu_in_relative_error_and_keeps_inf_and_nan(tmp_path,
                                                                                   dtype):
     mod = tmp_path / "m.py"
@@ -243,7 +263,37 @@ def test_the_gauss_gate_matches_the_gelu_in_relative_error_and_keeps_inf_and_nan
 
     xf = np.asarray(xs[:-3], dtype=np.float32).astype(np.float64)
     rel = [abs(g - _gelu(x)) / abs(_gelu(x)) for g, x in zip(got, xf) if _gelu(x) != 0.0]
-    near, everywhere = BOUNDS[dtype]
+    near, everywhere = GATE_BOUNDS[dtype]
     assert max(r for r, x in zip(rel, [x for x in xf if _gelu(x) != 0.0])
                if abs(x) <= 3 * math.sqrt(2.0)) < near
     assert max(rel) < everywhere
+
+
+def _gate_helper(text: str) -> str:
+    i = text.index("def _kv_gauss_gate(")
+    return text[i:text.index("\n\n\n", i)]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_half_precision_gates_take_one_exp2_and_no_reciprocal(dtype):
+    gelu = lambda v: 0.5 * v * (1.0 + erf(v * 0.7071067811865476))  # noqa: E731
+    half, full = _gate_helper(_render(gelu, dtype=dtype)), _gate_helper(_render(gelu))
+    assert half.count("tl.math.exp2(") == 1 and "1.0 / (" not in half
+    assert "propagate_nan=tl.PropagateNan.ALL" in half  # the clamp keeps NaN
+    assert half.count("p = ") == 10  # degree 10: the first line holds two coefficients
+    assert "1.0 / (1.0 + H * a)" in full and full.count("tl.math.exp2(") == 1
+
+
+def test_the_half_gates_polynomial_is_log2_erfc_within_its_stated_error():
+    """GATE_HALF_W against math.erfc in double over the fitted range (8.9e-6 relative in
+    erfc is 1.28e-5 in log2 units), and under f32's smallest normal from w = 9.3 to the
+    clamp, where the exponential must flush to 0."""
+    from kevolve.backends.triton.emitter import GATE_HALF_TOP, GATE_HALF_W
+
+    def p(w: float) -> float:
+        return sum(q * w ** i for i, q in enumerate(GATE_HALF_W))
+
+    ws = [9.5 * i / 2000 for i in range(2001)]
+    assert max(abs(p(w) - math.log2(math.erfc(w))) for w in ws) < 1.3e-5
+    tail = [9.3 + (GATE_HALF_TOP - 9.3) * i / 200 for i in range(201)]
+    assert max(p(w) for w in tail) < -126.0
