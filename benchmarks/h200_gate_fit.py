@@ -21,7 +21,8 @@ with the 4-term fit in its Gaussian gate (`fit3`), and a diagnostic that is not 
 (`bias_only`: the gate returns its argument, so the kernel adds the bias and rounds).
 Then do_bench in interleaved rounds, then each back to back under nvidia-smi (energy per
 call); `--profile` runs one call of each for Nsight Compute (h200_gate_fit.sh). `NAME_differs`
-is the share of outputs that are not the correctly rounded value.
+is the share of outputs that are not the correctly rounded value. The gate the backend
+rendered in sessions 16 and 17, their `own`, is `t_form` now; `own` is the one-exp2 gate.
 
 Results (session 16, h200-gate-fit.json, h200-gate-fit-ncu.csv; bash h200_gate_fit.sh):
 do_bench of cuBLAS's bare matmul (9 rounds, bare's spread 19%): own 0.947, fit3 0.936,
@@ -37,18 +38,24 @@ Session 17 asked whether the special-function unit is what the GELU waits on: th
 with one exp2 and no reciprocal (`w10`: relu(x) - a exp2(p(a)), p of degree 10 in the
 clamped |x|, 15.5 instructions and 1 MUFU per output in the SASS against 16.5 and 2;
 `w9`: degree 9, 14.5 and 1), as accurate as the t form (outputs not the correctly rounded
-bf16: own 0.27%, w10 0.28%, w9 0.35%). Results (h200-gate-fit-onemufu.json,
+bf16: t form 0.27%, w10 0.28%, w9 0.35%). Results (h200-gate-fit-onemufu.json,
 h200-gate-fit-onemufu-ncu.csv; `bash h200_gate_fit.sh`, this run's variants): energy per
-call 297.3 (own), 297.4 (w10), 297.2 (w9) mJ against bare's 281.3 and bias_only's 287.6;
+call 297.3 (t form), 297.4 (w10), 297.2 (w9) mJ against bare's 281.3 and bias_only's 287.6;
 sustained 0.941, 0.946, 0.946 of bare; do_bench (bare's spread 12%) 0.962, 0.945, 0.939;
 warp instructions 73.2M, 72.2M, 71.1M. Half the MUFU and up to 2 fewer instructions per
-output moved neither the energy nor the time beyond the run-to-run spread (own ran at
-0.943 sustained in session 16): the special-function unit does not set the epilogue's
-cost, and neither one-exp2 gate was taken.
+output moved neither the energy nor the time beyond that run's spread (the t form ran at
+0.943 sustained in session 16). A second run with 4 power rounds of 3 s and 15 do_bench rounds,
+degree 8 added as a diagnostic (h200-gate-fit-dose.json, `--variants session17_dose
+--rounds 15 --seconds 3 --power-rounds 4`) resolved them: sustained of bare 0.939 for the t
+form (0.937-0.940 over the rounds), 0.945 for w10 (0.944-0.947), 0.947 for w9, 0.948 for
+w8, 0.979 without the GELU; energy per call 307.0, 305.1, 304.6, 304.1, 294.9 mJ (bare
+288.0); do_bench 0.938, 0.942, 0.944, 0.945. One MUFU and one instruction fewer per output
+are worth 0.6 points, each further FFMA about 0.15. W10, as accurate as the t form, has
+been the backend's gate for bf16 and f16 outputs since then (GATE_HALF_W).
 
     PYTHONPATH=.:benchmarks python3 benchmarks/h200_gate_fit.py --db ARCHIVE --out $OUT
     PYTHONPATH=.:benchmarks python3 benchmarks/h200_gate_fit.py --db ARCHIVE --sass  # no GPU
-    (--variants own,fit3,bias_only for session 16's run; the default is session 17's)
+    (--variants session16, session17 or session17_dose for those runs' variants)
 """
 
 from __future__ import annotations

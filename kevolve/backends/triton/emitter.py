@@ -95,10 +95,10 @@ GATE = "_kv_gauss_gate"
 # exponential flushes to 0 as the t form's does. In gemm_bias_gelu's epilogue that is 1 MUFU
 # and 15.5 instructions per output instead of 2 and 16.5 (SASS, ptxas 12.8); on the H200
 # 0.945 of cuBLAS's bare matmul sustained instead of 0.939, in each of 4 rounds, 305 mJ per
-# call instead of 307 (h200-gate-fit-dose.json), with 0.28% of outputs off the correctly
-# rounded bf16 instead of 0.27%. The degree-9 and -8 fits gained 0.15 points each (h200-gate-
-# fit-dose.json) at 1.3x and 4x the share off; f32 outputs keep the t form, whose fit in t
-# converges faster than any in w.
+# call instead of 307 (h200-gate-fit-dose.json; the ranking's do_bench after it did not
+# resolve that: 0.9438 of bare, against 0.9475 before), with 0.28% of outputs off the correctly
+# rounded bf16 instead of 0.27%. Degree 9 and 8 gained 0.15 points each in the same run at
+# 1.3 and 4 times the share off. f32 outputs keep the t form, whose fit converges faster.
 GATE_HALF_W = (1.2772584221831806e-05, -1.6283758231605974, -0.9156060138913438,
                -0.1551222974732557, 0.03633226439738142, -0.006419012283963326,
                0.0008221093578645552, -7.312213450874569e-05, 4.2458722321406315e-06,
