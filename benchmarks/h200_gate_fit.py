@@ -64,7 +64,7 @@ import dataclasses
 import os
 import re
 
-from kevolve.backends.triton.emitter import ERFC_HALF_P
+from kevolve.backends.triton.emitter import ERFC_HALF_P, GATE_HALF_W
 
 # P(t) in log2 units, lowest degree first: a minimax fit (linear programme over 4000
 # Chebyshev nodes) of log2(erfc(w)) + w^2 log2(e) - log2(t), t = 1 / (1 + w / 2), over
@@ -127,10 +127,9 @@ def bias_only(text: str) -> str:
 # 8.9e-6 in exact arithmetic, 2.4e-5 for the GELU in f32) where the fit in t took 5, and
 # the quadratic is in p. Past a / sqrt 2 = 9.5, p stays under -129 up to the clamp
 # (10.2 sqrt 2), where exp2 flushes to 0 as the t form's does.
-W10 = (-0.9999872274157782, -1.1514355868770847, -0.4578030069456718, -0.05484401422828796,
-       0.009083066099345354, -0.0011347317786275536, 0.00010276366973306936,
-       -6.463144645746113e-06, 2.6536701450878937e-07, -6.352710697750614e-09,
-       6.684592753723742e-11)
+# W10 is the backend's gate for half-precision outputs (GATE_HALF_W, the same fit in w =
+# a / sqrt 2) at the GELU's constants: in f32 the constants session 17's runs used.
+W10 = tuple(q * 0.5 ** (i / 2) - (i == 0) for i, q in enumerate(GATE_HALF_W))
 W9 = (-1.000034523020268, -1.150922236497978, -0.45891467238377304, -0.053857120698439356,
       0.008626592708837501, -0.0010117494360019888, 8.242152896656352e-05,
       -4.369315662342677e-06, 1.3464681529870706e-07, -1.8226865203098822e-09)

@@ -5,14 +5,14 @@ The ranking's kernel (candidate 283: 128x256x64 tiles, 8 warps, one persistent p
 per multiprocessor pipelined across tiles, bulk copies in and out) computes each tile's
 GELU after its last MMA on the warps that issued them, and the tensor cores wait: with
 the GELU left out it runs at 0.98 of cuBLAS's bare matmul sustained, with it at 0.94
-(h200_gate_fit.py). A shorter GELU does not buy that back (session 17's one-exp2 gate ran
-at the same energy per call). A ping-pong kernel (CUTLASS's Hopper schedule of that name)
-gives two consumer warpgroups two tiles that take turns; Triton 3.6 does not generate that
-from `tl` code, but a multiprocessor runs two programs side by side when both fit, and
-then one program's epilogue can overlap the other's MMAs with no code for it. With
-128x128x64 tiles at 4 warps (one warpgroup), 3 stages of operands are 96 KiB, so two
-programs fit in a multiprocessor's 228 KiB (1 KiB of it reserved per program) if the
-output is stored by pointer or staged in halves; 64x256x64 at 4 warps fits two with 2
+(h200_gate_fit.py). A shorter GELU buys back only part of that (session 17's one-exp2
+gate: 0.6 points, h200-gate-fit-dose.json). A ping-pong kernel (CUTLASS's Hopper
+schedule of that name) gives two consumer warpgroups two tiles that take turns; Triton 3.6
+does not generate that from `tl` code, but a multiprocessor runs two programs side by side
+when both fit, and then one program's epilogue can overlap the other's MMAs with no code
+for it. With 128x128x64 tiles at 4 warps (one warpgroup), 3 stages of operands are 96 KiB,
+so two programs fit in a multiprocessor's 228 KiB (1 KiB of it reserved per program) if
+the output is stored by pointer or staged in halves; 64x256x64 at 4 warps fits two with 2
 stages. The 300-candidate search (h200-gemm-resident-archive.db) tried 128x128 at
 4 warps with 2 programs per multiprocessor 23 times, but never with both operands copied
 in bulk, so it never had that shape with the copy engine feeding it.

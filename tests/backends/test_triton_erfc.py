@@ -24,14 +24,22 @@ from kevolve.schedule import apply_trace, default_trace, lower
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _render(body_of, interpret: bool = True, dtype: str = "f32") -> str:
+def _source(body_of, interpret: bool = True, dtype: str = "f32"):
     n = dims("n")
     x = input("x", (n,), "f32")
     (i,) = axes("i", n)
     o = op("erf_case", inputs=[x], outputs=[compute("y", (i,), body_of(x[i]), dtype=dtype)])
     d = {"n": 1024}
     return TritonBackend(interpret=interpret).render(
-        lower(apply_trace(o, default_trace(o, d)), d)).text
+        lower(apply_trace(o, default_trace(o, d)), d))
+
+
+def _render(body_of, interpret: bool = True, dtype: str = "f32") -> str:
+    return _source(body_of, interpret, dtype).text
+
+
+def _gelu_of(v):
+    return 0.5 * v * (1.0 + erf(v * 0.7071067811865476))
 
 
 def _gemm_source(interpret: bool = False):
@@ -111,16 +119,6 @@ def test_gpu_modules_spell_the_reciprocal_and_exp2_with_libdevice_the_interprete
     assert gpu == cpu
 
 
-def _gate_source(dtype: str):
-    n = dims("n")
-    x = input("x", (n,), "f32")
-    (i,) = axes("i", n)
-    o = op("gelu_case", inputs=[x], outputs=[compute(
-        "y", (i,), 0.5 * x[i] * (1.0 + erf(x[i] * 0.7071067811865476)), dtype=dtype)])
-    d = {"n": 1024}
-    return TritonBackend().render(lower(apply_trace(o, default_trace(o, d)), d))
-
-
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton")
 def test_on_sm90_the_helpers_are_bare_approximations_and_amd_compiles_them_too():
     """libdevice's fast_dividef and exp2 are div.approx.ftz and ex2.approx.ftz in PTX (one
@@ -132,7 +130,7 @@ def test_on_sm90_the_helpers_are_bare_approximations_and_amd_compiles_them_too()
 
     from kevolve.backends.triton.aot import compile_aot
 
-    for src, rcp in ((_gemm_source(), False), (_gate_source("f32"), True)):
+    for src, rcp in ((_gemm_source(), False), (_source(_gelu_of, False), True)):
         name = src.meta["plan"].kernels[0].name
         ptx = compile_aot(src, "cuda:90", keep_asm=True)[name]["text"]["ptx"]
         ops_ = set(re.findall(r"\b((?:ex2|div|rcp|min)\.\S+)\s", ptx))
@@ -246,8 +244,7 @@ def _gelu(x: float) -> float:
 def test_the_gauss_gate_matches_the_gelu_in_relative_error_and_keeps_inf_and_nan(tmp_path,
                                                                                   dtype):
     mod = tmp_path / "m.py"
-    mod.write_text(_render(lambda v: 0.5 * v * (1.0 + erf(v * 0.7071067811865476)),
-                           dtype=dtype))
+    mod.write_text(_render(_gelu_of, dtype=dtype))
     xs = [float(f"{-12.0 + 24.0 * i / 1023:.6g}") for i in range(1024)]
     xs[0:7] = [0.0, 1e-30, -1e-30, 1.3, -1.3, 1e30, -1e30]
     xs[-3:] = ["inf", "-inf", "nan"]
@@ -276,8 +273,8 @@ def _gate_helper(text: str) -> str:
 
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_half_precision_gates_take_one_exp2_and_no_reciprocal(dtype):
-    gelu = lambda v: 0.5 * v * (1.0 + erf(v * 0.7071067811865476))  # noqa: E731
-    half, full = _gate_helper(_render(gelu, dtype=dtype)), _gate_helper(_render(gelu))
+    half = _gate_helper(_render(_gelu_of, dtype=dtype))
+    full = _gate_helper(_render(_gelu_of))
     assert half.count("tl.math.exp2(") == 1 and "1.0 / (" not in half
     assert "propagate_nan=tl.PropagateNan.ALL" in half  # the clamp keeps NaN
     assert half.count("p = ") == 10  # degree 10: the first line holds two coefficients
