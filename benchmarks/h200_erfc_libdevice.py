@@ -113,6 +113,12 @@ def kevolve_call(src, be, case, ins: dict, ref, rec, name: str, other=None,
     return lambda: k(ins, outs, case.params)
 
 
+def record_failure(rec, name: str, e: Exception) -> None:
+    """A variant that does not build or check is recorded as NAME_error; the rest go on."""
+    msg = " ".join(str(e).split())[:600]
+    rec(name + "_error", f"{type(e).__name__}: {msg}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))

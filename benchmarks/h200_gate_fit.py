@@ -189,7 +189,7 @@ RUNS = {"session16": "t_form,fit3,bias_only", "session17": "t_form,w10,w9,bias_o
 def runs_for(args, rec) -> dict:
     """Every run of the study, built and checked (a variant that fails is recorded)."""
     import torch
-    from h200_erfc_libdevice import archived_best_gemm, kevolve_call
+    from h200_erfc_libdevice import archived_best_gemm, kevolve_call, record_failure
     from h200_gemm_counters import renamed
 
     src, be, case, (A, W, bias) = archived_best_gemm(args.db, rec)
@@ -207,9 +207,8 @@ def runs_for(args, rec) -> dict:
             s = dataclasses.replace(src, text=renamed(edit(src.text), name))
             runs[name] = kevolve_call(s, be, case, ins, ref, rec, name, other=rounded,
                                       report=True)
-        except Exception as e:  # a variant that does not build is recorded, the rest go on
-            msg = re.sub(r"\s+", " ", str(e))[:600]
-            rec(name + "_error", f"{type(e).__name__}: {msg}")
+        except Exception as e:
+            record_failure(rec, name, e)
     return runs
 
 
@@ -248,12 +247,9 @@ def sass_counts(db: str, variants) -> dict:
 
 
 def main() -> None:
-    from h200_gelu_power import power_rounds
+    from h200_gelu_power import bench_rounds_and_power
     from h200_gemm_counters import profile_calls, study_args
     from h200_triton_structures import recorder
-
-    from kevolve.agent.evaluate import time_gpu
-    from kevolve.bench.runner import _summary, interleaved
 
     ap = study_args()
     ap.add_argument("--sass", action="store_true",
@@ -262,6 +258,9 @@ def main() -> None:
                     default="own,t_form,bias_only",
                     help=f"comma-separated, of {', '.join(VARIANTS)}, or a past run's: "
                          f"{', '.join(RUNS)}")
+    ap.add_argument("--power-rounds", type=int, default=2,
+                    help="rounds of the runs back to back under nvidia-smi (order reversed "
+                         "every other round)")
     args = ap.parse_args()
     if args.sass:
         for name, counts in sass_counts(args.db, args.variants).items():
@@ -271,12 +270,7 @@ def main() -> None:
         return profile_calls(runs_for(args, lambda k, v: None))
     rec = recorder(os.path.join(args.out, "gate-fit.json"))
     runs = runs_for(args, rec)
-    times = interleaved(runs, args.rounds, time_gpu)  # the bench's order: a Williams design
-    rec("rounds_ms", times)
-    summary = {k: _summary(v) for k, v in times.items()}  # (median, spread), as the bench
-    rec("times", {k: {"ms": ms, "spread": spread} for k, (ms, spread) in summary.items()})
-    rec("bare_over", {k: summary["bare_mm"][0] / ms for k, (ms, _) in summary.items()})
-    power_rounds(runs, args.seconds, rec, args.power_rounds)
+    bench_rounds_and_power(runs, rec, args.rounds, args.seconds, args.power_rounds)
 
 
 if __name__ == "__main__":

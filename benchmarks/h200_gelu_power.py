@@ -193,6 +193,21 @@ def time_and_power(runs: dict, rec, rounds: int, seconds: float) -> None:
     power_rounds(runs, seconds, rec)
 
 
+def bench_rounds_and_power(runs: dict, rec, rounds: int, seconds: float,
+                           power: int = 2) -> None:
+    """do_bench in the bench's interleaved order (a Williams design) with its median and
+    spread per run, each run's median as a share of bare_mm's, then `power` power rounds."""
+    from kevolve.agent.evaluate import time_gpu
+    from kevolve.bench.runner import _summary, interleaved
+
+    times = interleaved(runs, rounds, time_gpu)
+    rec("rounds_ms", times)
+    summary = {k: _summary(v) for k, v in times.items()}
+    rec("times", {k: {"ms": ms, "spread": spread} for k, (ms, spread) in summary.items()})
+    rec("bare_over", {k: summary["bare_mm"][0] / ms for k, (ms, _) in summary.items()})
+    power_rounds(runs, seconds, rec, power)
+
+
 def power_rounds(runs: dict, seconds: float, rec, rounds: int = 2) -> None:
     """Each run back to back for `seconds`, `rounds` times (forward, then backward order, and
     so on, so that a drift in temperature cancels), under the nvidia-smi sampler; records

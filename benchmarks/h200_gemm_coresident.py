@@ -132,7 +132,7 @@ def aot_report(db: str) -> None:
 def runs_for(args, rec) -> dict:
     """The baselines and every variant as checked calls (a variant that fails is recorded)."""
     import torch
-    from h200_erfc_libdevice import archived_best_gemm, kevolve_call
+    from h200_erfc_libdevice import archived_best_gemm, kevolve_call, record_failure
     from h200_gemm_counters import baselines, renamed
 
     _, be, case, (A, W, bias) = archived_best_gemm(args.db, rec)
@@ -148,19 +148,15 @@ def runs_for(args, rec) -> dict:
             runs[name] = kevolve_call(s, be, case, ins, ref, rec, name, other=want,
                                       report=True)
         except Exception as e:
-            msg = re.sub(r"\s+", " ", str(e))[:600]
-            rec(name + "_error", f"{type(e).__name__}: {msg}")
+            record_failure(rec, name, e)
         torch.cuda.synchronize()
     return runs
 
 
 def main() -> None:
-    from h200_gelu_power import power_rounds
+    from h200_gelu_power import bench_rounds_and_power
     from h200_gemm_counters import profile_calls, study_args
     from h200_triton_structures import recorder
-
-    from kevolve.agent.evaluate import time_gpu
-    from kevolve.bench.runner import _summary, interleaved
 
     ap = study_args()
     ap.add_argument("--aot", action="store_true",
@@ -172,12 +168,7 @@ def main() -> None:
         return profile_calls(runs_for(args, lambda k, v: None))
     rec = recorder(os.path.join(args.out, "gemm-coresident.json"))
     runs = runs_for(args, rec)
-    times = interleaved(runs, args.rounds, time_gpu)
-    rec("rounds_ms", times)
-    summary = {k: _summary(v) for k, v in times.items()}
-    rec("times", {k: {"ms": ms, "spread": spread} for k, (ms, spread) in summary.items()})
-    rec("bare_over", {k: summary["bare_mm"][0] / ms for k, (ms, _) in summary.items()})
-    power_rounds(runs, args.seconds, rec)
+    bench_rounds_and_power(runs, rec, args.rounds, args.seconds)
 
 
 if __name__ == "__main__":

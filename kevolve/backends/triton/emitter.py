@@ -125,11 +125,15 @@ def erfc_helper(libdevice: bool, half: bool = False) -> dict:
 
 
 def gate_helper(libdevice: bool, half: bool = False) -> dict:
-    """What the module template needs to write `_kv_gauss_gate`: erfc_helper's, and for
-    half-precision outputs the one-exp2 form's terms (coefficient, power of c, highest
-    degree first, for Horner) and its clamp in w."""
+    """What the module template needs to write `_kv_gauss_gate`: erfc_helper's t form, or
+    for half-precision outputs the one-exp2 form's terms (coefficient, power of c, highest
+    degree first, for Horner), its clamp in w and the exp2 spelling."""
+    if not half:
+        return erfc_helper(libdevice)
+    exp2 = erfc_helper(libdevice)["exp2"]
     terms = [(repr(q), i) for i, q in reversed(list(enumerate(GATE_HALF_W)))]
-    return {**erfc_helper(libdevice, half), "w_terms": terms, "top": repr(GATE_HALF_TOP)}
+    return {"libdevice": libdevice, "half": True, "exp2": exp2, "w_terms": terms,
+            "top": repr(GATE_HALF_TOP)}
 
 
 def _lang(raw: bool = False) -> PyLang:
