@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sessions 16 and 17 on the H200 (device tool), from the repo root: the Gaussian gate's fit
+# Sessions 16 to 18 on the H200 (device tool), from the repo root: the Gaussian gate's fit
 # study (benchmarks/h200_gate_fit.py) on the ranking's gemm kernel, timings and energy per
 # call, then Nsight Compute's counters (h200_gemm_counters.COUNTERS) for one call of each
 # run. VARIANTS=own,fit3,bias_only gives session 16's run; unset, session 17's.
