@@ -47,11 +47,20 @@ def orders(n: int, rounds: int) -> list[list[int]]:
 
 def interleaved(calls: dict, rounds: int, timer, on_error=None) -> dict[str, list[float]]:
     """Each call timed once per round, the rounds in `orders`; a call whose timing raises
-    is handed to `on_error(key, exc)` and timed no more (without `on_error` it raises)."""
+    is handed to `on_error(key, exc)` and timed no more (without `on_error` it raises).
+    The first call is timed once more before the rounds and that time dropped, so that the
+    first kept timing follows a timing like every other, not the idle GPU a build left (on
+    the H200 a GEMM timed right after its build ran up to 11% faster than in the rounds)."""
     keys = list(calls)
     times: dict = {key: [] for key in keys}
     failed: set = set()
-    for order in orders(len(keys), rounds):
+    plan = orders(len(keys), rounds)
+    if plan and plan[0]:
+        try:
+            timer(calls[keys[plan[0][0]]])
+        except Exception:
+            pass  # it fails again in its round, where on_error hears of it
+    for order in plan:
         for key in (keys[i] for i in order):
             if key in failed:
                 continue
@@ -158,6 +167,8 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
         except Exception as e:  # a baseline that fails is reported, not fatal
             row["compile_error"] = f"{type(e).__name__}: {e}"[:500]
 
+    shared_ins: dict = {}  # one copy of the inputs per tensor library, read by every kernel
+
     def prepare(be_name: str, trace: str) -> tuple:
         """Build and check against the reference: (the kernel's call if it is correct,
         verdict / max_error / message, a check of the outputs its latest call left)."""
@@ -165,7 +176,9 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
             be = kevolve.backend(be_name)
             k = kevolve.build(kevolve.lower(op, trace, be, dims), be)
             lib = "torch" if be.tensor_lib == "torch" else "numpy"
-            ins = ev.inputs_for(op, case.inputs, lib, device)
+            if lib not in shared_ins:
+                shared_ins[lib] = ev.inputs_for(op, case.inputs, lib, device)
+            ins = shared_ins[lib]
             outs = ev.alloc_outputs(op, dims, lib, device)
             k(ins, outs, case.params)
             sync()
@@ -193,18 +206,26 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
         return False
 
     pick = contenders[0] if contenders else None
-    prepared: dict = {}  # candidate id -> prepare()'s result, for the finalists
+    prepared: dict = {}  # candidate id -> prepare()'s result, while the contenders are timed
     if len(contenders) > 1:
-        # The archive's times may come from older generated code: time the contenders
-        # once here, the few fastest again in interleaved rounds (one timing each favours
-        # whichever was lucky, by up to ~15% for a GEMM at a GPU's power limit), then
-        # measure the one fastest there like every other kernel.
+        # The archive's times may come from older generated code: build and check every
+        # contender, time each once here, back to back (a timing right after a build
+        # starts on an idle, cooler GPU), the few fastest again in interleaved rounds (one
+        # timing each favours whichever was lucky, by up to ~15% for a GEMM at a GPU's
+        # power limit), then measure the one fastest there like every other kernel.
+        prepared = {cand: prepare(backend, tj) for cand, tj in contenders}
+        calls_once = {cand: b[0] for cand, b in prepared.items() if b[0] is not None}
+
+        def screen_failed(cand, e):
+            prepared[cand][1].update(verdict="error",
+                                     message=f"timing: {type(e).__name__}: {e}"[:800])
+        with torch.no_grad():
+            once = interleaved(calls_once, 1, timer, screen_failed)
         row["contenders"] = []
-        for cand, tj in contenders:
-            call, info, check = prepare(backend, tj)
-            with torch.no_grad():
-                ms = timer(call) if call is not None else None
-            if call is not None and not after_timing(check, info):
+        for cand, _ in contenders:
+            call, info, check = prepared[cand]
+            ms = once[cand][0] if once.get(cand) else None
+            if ms is not None and not after_timing(check, info):
                 ms = None
             row["contenders"].append({"candidate": cand, "verdict": info["verdict"],
                                       "max_error": info.get("max_error"),
@@ -212,8 +233,7 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
         ok = sorted((c for c in row["contenders"] if c["verdict"] == "ok" and c["ms"]),
                     key=lambda c: c["ms"])
         if ok:
-            best, prepared = _finalist(ok[:FINALISTS], dict(contenders),
-                                       lambda tj: prepare(backend, tj), timer, rounds)
+            best = _finalist(ok[:FINALISTS], prepared, timer, rounds)
             pick = next(c for c in contenders if c[0] == best)
     row.update(candidate=pick[0] if pick else None,
                trace=json.loads(pick[1]) if pick else None,
@@ -228,7 +248,7 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
         row.update({f"{key}_{f}": v for f, v in info.items()})
         if call is not None:
             calls[key] = call
-    prepared.clear()  # the finalists that lost: free their buffers before the rounds
+    prepared.clear()  # the contenders that lost: free their buffers before the rounds
 
     # Interleaved rounds: slow drifts of the machine (clocks, temperature) fall on every
     # contestant alike, and each follows every other equally often.
@@ -263,17 +283,17 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
 FINALISTS = 3  # contenders timed again in interleaved rounds before one is picked
 
 
-def _finalist(ranked: list, traces: dict, build, timer, rounds: int) -> tuple:
-    """(the candidate id fastest over `rounds` interleaved timings of the `ranked`
-    contenders, {candidate id: build's result} for those built). Each timed contender gets
-    `finalist_ms`, the median; `build(trace)` gives prepare()'s (call or None, info, check).
-    With one contender or one round there is nothing to time again."""
+def _finalist(ranked: list, prepared: dict, timer, rounds: int):
+    """The candidate id fastest over `rounds` interleaved timings of the `ranked`
+    contenders, whose prepare() results (call or None, info, check) are in `prepared`.
+    Each timed contender gets `finalist_ms`, the median. With one contender or one round
+    there is nothing to time again."""
     import torch
 
     if len(ranked) < 2 or rounds < 2:
-        return ranked[0]["candidate"], {}
-    built = {c["candidate"]: build(traces[c["candidate"]]) for c in ranked}
-    calls = {cand: b[0] for cand, b in built.items() if b[0] is not None}
+        return ranked[0]["candidate"]
+    calls = {c["candidate"]: prepared[c["candidate"]][0] for c in ranked
+             if prepared[c["candidate"]][0] is not None}
     with torch.no_grad():
         times = interleaved(calls, rounds, timer)
     for c in ranked:
@@ -281,9 +301,8 @@ def _finalist(ranked: list, traces: dict, build, timer, rounds: int) -> tuple:
             c["finalist_ms"] = float(np.median(times[c["candidate"]]))
             c["finalist_rounds_ms"] = times[c["candidate"]]
     timed = [c for c in ranked if "finalist_ms" in c]
-    best = min(timed, key=lambda c: c["finalist_ms"])["candidate"] if timed \
+    return min(timed, key=lambda c: c["finalist_ms"])["candidate"] if timed \
         else ranked[0]["candidate"]
-    return best, built
 
 
 def _options(backend: str, threads: int | None) -> dict:
@@ -292,18 +311,21 @@ def _options(backend: str, threads: int | None) -> dict:
 
 
 def _archived(row: dict, tops: list, cfg) -> None:
-    """Beside each archive contender's time here, its archived time and whether that was
-    measured on the code its trace renders to here (`same_code`: not when the archive's
-    search ran at another shape, or with another kevolve, template or toolchain)."""
+    """Beside each archive contender's time here, its archived time, the run hash of the
+    code its trace renders to here (`source_hash`: which code a result file's times are
+    of, whatever the checkout's git metadata says) and whether the archived time was
+    measured on that code (`same_code`: not when the archive's search ran at another shape,
+    or with another kevolve, template or toolchain)."""
     from ..agent.search import Search
     from ..schedule import Trace
 
     if not tops:
         return
     probe = Search(cfg)
-    known = {s.candidate_id: {"archived_ms": s.result.time_ms, "same_code":
-                              probe.render_hash(Trace.from_json(s.trace_json))[0]
-                              == s.result.source_hash} for s in tops}
+    here = {s.candidate_id: probe.render_hash(Trace.from_json(s.trace_json))[0] for s in tops}
+    known = {s.candidate_id: {"archived_ms": s.result.time_ms, "source_hash": here[s.candidate_id],
+                              "same_code": here[s.candidate_id] == s.result.source_hash}
+             for s in tops}
     for c in row.get("contenders", ()):
         c.update(known.get(c["candidate"], {}))
     if row.get("candidate") in known:

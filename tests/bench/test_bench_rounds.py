@@ -42,9 +42,17 @@ def test_interleaved_times_each_call_once_a_round_in_that_order():
     calls = {k: (lambda k=k: seen.append(k)) for k in "abcd"}
     times = interleaved(calls, 4, lambda fn: (fn(), 1.0)[1])
     assert times == {k: [1.0] * 4 for k in "abcd"}
-    assert [seen[i:i + 4] for i in range(0, 16, 4)] == \
+    # a warm-up timing of the first round's first call, then the rounds
+    assert seen[0] == seen[1] == "abcd"[orders(4, 4)[0][0]]
+    assert [seen[i:i + 4] for i in range(1, 17, 4)] == \
         [["abcd"[i] for i in row] for row in orders(4, 4)]
-    assert seen[:4] != seen[4:8]  # not a fixed order
+    assert seen[1:5] != seen[5:9]  # not a fixed order
+
+
+def test_the_warm_up_timing_is_dropped():
+    clock = iter(range(100))
+    times = interleaved({"a": lambda: None, "b": lambda: None}, 2, lambda fn: next(clock))
+    assert sorted(times["a"] + times["b"]) == [1, 2, 3, 4]  # 0 was the warm-up
 
 
 def test_a_failing_timing_is_reported_once_and_not_timed_again():
@@ -59,7 +67,7 @@ def test_a_failing_timing_is_reported_once_and_not_timed_again():
         interleaved({"bad": boom}, 2, lambda fn: fn())
 
 
-def test_the_picked_finalist_is_not_built_again(monkeypatch):
+def test_no_contender_is_built_twice(monkeypatch):
     d = LIBRARY["softmax"]
     sd = d.shape("cpu")
     trace = default_trace(d.op_for(sd), d.dims(sd)).to_json()
@@ -73,9 +81,9 @@ def test_the_picked_finalist_is_not_built_again(monkeypatch):
                    ceilings={"copy_bytes_per_s": 1e10, "matmul_flops": 1e11},
                    compile_=False, also=(), repeat=2, rounds=2,
                    contenders=((7, trace), (9, trace), (11, trace), (13, trace)))
-    # 4 contenders timed once, the 3 fastest built again for the finalist rounds, and the
-    # winner's build reused for the main rounds
-    assert len(built) == 4 + 3
+    # 4 contenders built once each: timed once, the 3 fastest again in the finalist rounds,
+    # and the winner's build reused for the main rounds
+    assert len(built) == 4
     assert row["candidate"] in (7, 9, 11, 13) and row["kevolve_verdict"] == "ok"
     assert sum("finalist_ms" in c for c in row["contenders"]) == 3
     assert row["kevolve_ms"] > 0 and row["eager_ms"] > 0

@@ -49,6 +49,11 @@ def test_bench_from_archive_retimes_the_top_contenders(tmp_path):
     # beside each, its archived time, which the search measured at M=256: other code
     assert [c["archived_ms"] for c in cont] == [t.result.time_ms for t in tops]
     assert [c["same_code"] for c in cont] == [False] * len(tops)
+    # and the hash of the code each was timed on here: the suite's shape, not the archive's
+    here = [c["source_hash"] for c in cont]
+    assert len(set(here)) == len(tops) and not set(here) & hashes
+    assert row["kevolve_source_hash"] == next(c["source_hash"] for c in cont
+                                              if c["candidate"] == row["candidate"])
     assert row["kevolve_archived_ms"] in [t.result.time_ms for t in tops]
     assert row["kevolve_verdict"] == "ok" and row["kevolve_ms"] > 0
     assert row["eager_ms"] > 0 and row["speedup_eager"] == row["eager_ms"] / row["kevolve_ms"]
