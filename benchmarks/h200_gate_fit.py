@@ -66,7 +66,7 @@ bought 0.5 points and a fourth nothing measurable.
 
     PYTHONPATH=.:benchmarks python3 benchmarks/h200_gate_fit.py --db ARCHIVE --out $OUT
     PYTHONPATH=.:benchmarks python3 benchmarks/h200_gate_fit.py --db ARCHIVE --sass  # no GPU
-    (--variants session16, session17 or session17_dose for those runs' variants)
+    (--variants session16, session17, session17_dose or session18 for those runs' variants)
 """
 
 from __future__ import annotations
@@ -164,10 +164,12 @@ W6 = (-1.000004021168956, -1.151106719126608, -0.45896943875975904,
 
 
 def exponent_fit(degree: int, top: float = 9.5, nodes: int = 4000) -> tuple[tuple, float]:
-    """W10, W9, W8: a minimax fit (linear programme over Chebyshev nodes, HiGHS) of the GELU's
-    log2(erfc(a / sqrt 2) / 2) by a polynomial in a over 0 <= a / sqrt 2 <= top, lowest
-    degree first, and its largest error in log2 units (needs scipy, which the GPU machine's
-    image may lack: the constants above are its output)."""
+    """W10, W9, W8 (top 9.5), W6 (`exponent_fit(6, 3.0)`) and the backend's GATE_HALF_W
+    (`exponent_fit(7, 4.5)`, there in w with log2 2 added back): a minimax fit (linear
+    programme over Chebyshev nodes, HiGHS) of the GELU's log2(erfc(a / sqrt 2) / 2) by a
+    polynomial in a over 0 <= a / sqrt 2 <= top, lowest degree first, and its largest error
+    in log2 units (needs scipy, which the GPU machine's image may lack: the constants above
+    are its output)."""
     import numpy as np
     from scipy.optimize import linprog
     from scipy.special import erfcx
