@@ -243,6 +243,8 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
         key = "kevolve" if be_name == backend else be_name
         if key == "kevolve" and pick and pick[0] in prepared:
             call, info, checks[key] = prepared.pop(pick[0])  # built and checked already
+            if info["verdict"] != "ok":  # wrong after its screening timing, or it failed
+                call = None
         else:
             call, info, checks[key] = prepare(be_name, tj or default_trace(op, dims).to_json())
         row.update({f"{key}_{f}": v for f, v in info.items()})
