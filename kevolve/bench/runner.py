@@ -294,8 +294,7 @@ def _finalist(ranked: list, prepared: dict, timer, rounds: int):
 
     if len(ranked) < 2 or rounds < 2:
         return ranked[0]["candidate"]
-    calls = {c["candidate"]: prepared[c["candidate"]][0] for c in ranked
-             if prepared[c["candidate"]][0] is not None}
+    calls = {c["candidate"]: prepared[c["candidate"]][0] for c in ranked}  # timed once: built
     with torch.no_grad():
         times = interleaved(calls, rounds, timer)
     for c in ranked:

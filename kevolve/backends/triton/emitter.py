@@ -88,21 +88,15 @@ ERFC_HALF_P = (-1.8272335121821341, 1.4686830710269672, 0.36708399821141724,
 GATE = "_kv_gauss_gate"
 # A module whose outputs are all bf16 or f16 gets the gate with one exp2 and no reciprocal:
 # 2k relu(x) - a exp2(p(c a) + log2 k), a = |x| clamped at GATE_HALF_TOP / c (NaN kept),
-# p(w) a polynomial approximating log2(erfc(w)), lowest degree first: degree 7, a minimax fit
-# over 0 <= w <= GATE_HALF_FIT (benchmarks/h200_gate_fit.py's `exponent_fit(7, 4.5)`, here in
-# w). Relative error of erfc 3.7e-6 there in exact arithmetic, of the GELU 8.2e-6 in f32 up
-# to |x| = 6.36 (c = 1/sqrt 2), 60x under half an f16 ulp. Past the fitted range p falls
-# faster than log2(erfc): the gate's term stays between 0 and the true one, so the error is
-# under the GELU's own size there (6.3e-10 at x = -6.36), and p is under -126 from w = 9.05
-# to the clamp, where the exponential flushes to 0. Torch's f32 GELU, 0.5 x (1 + erf(x /
-# sqrt 2)), is off by up to 1e-7 from x = -3.5 down (5e-3 relative at x = -4.5), so only
-# relative accuracy that no output of torch's has is given up. Session 17's degree-10 fit
-# over 0 <= w <= 9.5 (relative 2.4e-5 in f32 down to the underflow) cost 3 FFMA per output
-# more: in gemm_bias_gelu's epilogue 15.5 instructions per output where this is 12.5. On the
-# H200 that kernel ran at 0.949 of cuBLAS's bare matmul sustained (0.949-0.952 over 4
-# rounds) against 0.944 (0.943-0.946) with degree 10, 306.6 against 308.5 mJ per call, and
-# 0.26% of outputs off the correctly rounded bf16 against 0.28%; a degree-6 diagnostic,
-# one FFMA fewer, gained nothing more (0.949; h200-gate-fit-deg7.json).
+# p(w) ~ log2(erfc(w)), lowest degree first: degree 7, a minimax fit over 0 <= w <=
+# GATE_HALF_FIT (benchmarks/h200_gate_fit.py's `exponent_fit(7, 4.5)`, here in w). Relative
+# error of the GELU 8.2e-6 in f32 up to |x| = 6.36; past that p falls faster than
+# log2(erfc), so the gate's term lies between 0 and the true one (error under 6.3e-10, where
+# torch's own f32 GELU is off by up to 1e-7) and flushes to 0 from w = 9.05. Fitting only
+# where outputs carry relative accuracy takes 3 FFMA per output fewer than a fit down to
+# the underflow: in gemm_bias_gelu's epilogue 12.5 instructions per output instead of 15.5,
+# 0.949 of cuBLAS's bare matmul sustained on the H200 instead of 0.944
+# (h200-gate-fit-deg7.json; the README's session 17 and 18 paragraphs have the history).
 GATE_HALF_W = (1.024507386704343e-06, -1.6280756390471545, -0.9170436167611509,
                -0.15247816360620547, 0.03394094847774712, -0.0052338156726585965,
                0.0004877872266629592, -2.0429260858562202e-05)
@@ -125,7 +119,13 @@ def erfc_helper(libdevice: bool, half: bool = False) -> dict:
     return {"libdevice": libdevice, "neg_log2e": repr(-LOG2E), "half": half,
             "coeffs": [repr(c) for c in reversed(coeffs)],
             "rcp": "libdevice.fast_dividef(1.0, {})" if libdevice else "1.0 / ({})",
-            "exp2": "libdevice.exp2({})" if libdevice else "tl.math.exp2({})"}
+            "exp2": _exp2(libdevice)}
+
+
+def _exp2(libdevice: bool) -> str:
+    """exp2's spelling: libdevice's on a GPU (a bare MUFU.EX2 on sm_90), tl.math.exp2 for
+    the interpreter, which has no libdevice."""
+    return "libdevice.exp2({})" if libdevice else "tl.math.exp2({})"
 
 
 def gate_helper(libdevice: bool, half: bool = False) -> dict:
@@ -134,9 +134,8 @@ def gate_helper(libdevice: bool, half: bool = False) -> dict:
     degree first, for Horner), its clamp in w and the exp2 spelling."""
     if not half:
         return erfc_helper(libdevice)
-    exp2 = erfc_helper(libdevice)["exp2"]
     terms = [(repr(q), i) for i, q in reversed(list(enumerate(GATE_HALF_W)))]
-    return {"libdevice": libdevice, "half": True, "exp2": exp2, "w_terms": terms,
+    return {"libdevice": libdevice, "half": True, "exp2": _exp2(libdevice), "w_terms": terms,
             "top": repr(GATE_HALF_TOP)}
 
 
