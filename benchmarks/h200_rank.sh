@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The committed H200 ranking (device tool), from the repo root: the bench on the committed
 # archive, from archive, beside torch eager and torch.compile, CUDA too; files under $OUT/rank.
-# Arguments go to the bench (session 13: --op-db gemm_bias_gelu=PATH, that op's own archive).
+# Arguments go to the bench, e.g. --op-db gemm_bias_gelu=PATH for one op's own archive (docs/results.md).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out}
