@@ -22,6 +22,5 @@ setup(
     packages=KEVOLVE + TEMPLATES,
     package_dir={"kevolve.templates": "templates"},
     package_data={"kevolve.templates": [f"**/*.{ext}" for ext in TEMPLATE_FILES],
-                  "kevolve": ["data/*"],
                   "kevolve.agent.knowledge": ["*.md"]},  # the LLM proposer's hardware notes
 )
