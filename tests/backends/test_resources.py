@@ -1,4 +1,4 @@
-"""Resource estimates (kevolve.backends.resources) and the proposers' use of them.
+"""Resource estimates (kevolve.backends.usage, triton/usage.py) and the proposers' use of them.
 
 The estimate is held against what the H200 did with the committed archive's
 gemm_bias_gelu candidates: ptxas's shared memory for those that compiled, Triton's
@@ -17,8 +17,8 @@ import pytest
 from kevolve.agent.proposers.check import prove
 from kevolve.agent.proposers.heuristic import HeuristicProposer
 from kevolve.agent.types import ProposalContext, Result, Scored
-from kevolve.backends.resources import Usage, check_fits, resident_programs
 from kevolve.backends.triton import TritonBackend
+from kevolve.backends.usage import Usage, check_fits, resident_programs
 from kevolve.ir.printer import op_text
 from kevolve.ops import LIBRARY
 from kevolve.schedule import MoveError, Trace, apply_trace, lower

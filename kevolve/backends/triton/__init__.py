@@ -12,10 +12,10 @@ from ...ir.interp import bind_dims
 from ...schedule.errors import MoveError
 from ..base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
 from ..compiler_reports import triton_jit
-from ..resources import dot_usage
 from ..templating import banner, render
 from . import bulk, ptxas
 from .emitter import render_module
+from .usage import dot_usage
 
 
 def require_triton(interpret: bool | None = None):
