@@ -296,7 +296,7 @@ def test_the_half_gates_polynomial_is_log2_erfc_within_its_stated_error():
     erfc is 5.4e-6 in log2 units); past it, falling and under log2(erfc) (the gate's term
     between 0 and the true one), and under f32's smallest normal from w = 9.05 to the
     clamp, where the exponential must flush to 0."""
-    from kevolve.backends.triton.emitter import GATE_HALF_FIT, GATE_HALF_TOP, GATE_HALF_W
+    from kevolve.backends.triton.gelu import GATE_HALF_FIT, GATE_HALF_TOP, GATE_HALF_W
 
     def p(w: float) -> float:
         return sum(q * w ** i for i, q in enumerate(GATE_HALF_W))
