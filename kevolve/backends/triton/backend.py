@@ -78,7 +78,7 @@ class TritonBackend(Backend):
 
     def usage(self, plan) -> tuple:
         """Triton pipelines each dot's operand loads through `num_stages` shared-memory
-        buffers (3 by default) and keeps the accumulator in registers (resources.dot_usage
+        buffers (3 by default) and keeps the accumulator in registers (usage.dot_usage
         says how close that comes on the H200)."""
         return dot_usage(plan, stages=3, warps=4, wavefront=self.caps.wavefront)
 
