@@ -64,7 +64,7 @@ def test_triton_jit_report_and_totals():
 def test_a_triton_kernel_reports_its_launch_at_each_new_shape(monkeypatch):
     """Triton compiles at a launch, per specialization: the kernel's diagnostics are those
     of the latest new shape (the evaluator's last new shape is the bench shape)."""
-    import kevolve.backends.triton as tb
+    import kevolve.backends.triton.backend as tb
     from kevolve import ops
     from kevolve.schedule import apply_trace, default_trace, lower
 

@@ -1,14 +1,14 @@
-"""Resource estimates (kevolve.backends.resources) and the proposers' use of them.
+"""Resource estimates (kevolve.backends.usage, triton/usage.py) and the proposers' use of them.
 
-The estimate is held against what the H200 did with the committed archive's
-gemm_bias_gelu candidates: ptxas's shared memory for those that compiled, Triton's
+The estimate is held against what the H200 did with the committed archives'
+gemm_bias_gelu candidates (their results, as a fixture: tests/fixtures/
+h200_gemm_bias_gelu_results.json): ptxas's shared memory for those that compiled, Triton's
 "Required" for those that did not, and the spills of those over 255 registers."""
 
 from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from dataclasses import asdict
 from pathlib import Path
 
@@ -17,13 +17,14 @@ import pytest
 from kevolve.agent.proposers.check import prove
 from kevolve.agent.proposers.heuristic import HeuristicProposer
 from kevolve.agent.types import ProposalContext, Result, Scored
-from kevolve.backends.resources import Usage, check_fits, resident_programs
 from kevolve.backends.triton import TritonBackend
+from kevolve.backends.usage import Usage, check_fits, resident_programs
 from kevolve.ir.printer import op_text
 from kevolve.ops import LIBRARY
 from kevolve.schedule import MoveError, Trace, apply_trace, lower
 
-ARCHIVE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "h200-archive.db"
+# every Triton result of a gemm_bias_gelu candidate in three committed H200 archives
+RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "h200_gemm_bias_gelu_results.json"
 H200 = {"shared_bytes": 232448, "registers_per_thread": 255, "registers_per_program": 65536}
 GEMM = LIBRARY["gemm_bias_gelu"]
 DIMS = GEMM.dims("gpu")
@@ -114,15 +115,14 @@ def test_over_a_limit_is_a_structured_error_that_says_what_to_change():
     check_fits(big + spill, {})  # no device: no limits, nothing held
 
 
-def _archived_gemm_results(path: Path = ARCHIVE):
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return db.execute(
-            "select c.trace_json, r.verdict, r.message, r.diagnostics from candidates c "
-            "join ops o on o.id = c.op_id join results r on r.candidate_id = c.id "
-            "where o.name = 'gemm_bias_gelu' and r.backend = 'triton'").fetchall()
-    finally:
-        db.close()
+def _archived_gemm_results(archive: str = "h200-archive.db"):
+    """(trace JSON, verdict, message, diagnostics JSON) of each result, as archived."""
+    got = json.loads(RESULTS.read_text())
+    moves = got["moves"]
+    return [(json.dumps({"version": 1, "op": "gemm_bias_gelu", "decisions": r["decisions"],
+                         "moves": [moves[i] for i in r["moves"]]}, sort_keys=True),
+             r["verdict"], r["message"], json.dumps(r["diagnostics"]))
+            for r in got["archives"][archive]]
 
 
 def _launch(tj: str) -> dict:
@@ -134,8 +134,8 @@ def test_the_estimate_matches_the_h200s_compiles_of_the_archived_gemm_candidates
     ptxas's figure exactly for all but 16-wide K tiles (Triton pads those by a third); at
     least Triton's "Required" for every refused kernel under 32 warps (two persistent
     32-warp programs with K compiled in asked 64 KiB more than the estimate). A loop
-    pipelined across tiles beside a bulk write holds 1 KiB more than counted (the 2 such
-    kernels of session 12)."""
+    pipelined across tiles beside a bulk write holds 1 KiB more than counted (the archive's
+    2 such kernels: persistent 128x256x64 programs, operands and output copied in bulk)."""
     compiled = refused = spilled = 0
     for tj, verdict, message, diag in _archived_gemm_results():
         t = Trace.from_json(tj)
@@ -177,7 +177,7 @@ def test_a_program_whose_accumulator_takes_its_threads_whole_register_share_fail
     assert "512 threads" in e.value.message and "num_warps" in e.value.hint
     caught = 0
     for db in ("h200-archive.db", "h200-gemm-fresh-archive.db", "h200-gemm-resident-archive.db"):
-        for tj, _, message, diag in _archived_gemm_results(ARCHIVE.with_name(db)):
+        for tj, _, message, diag in _archived_gemm_results(db):
             try:
                 (u,) = usage_of(Trace.from_json(tj))
             except MoveError:

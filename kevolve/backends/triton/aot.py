@@ -19,6 +19,7 @@ import tempfile
 
 from ..base import KernelSource
 from ..compiler_reports import parse_ptxas as per_kernel
+from .backend import TritonBackend, load_module, require_triton
 
 TARGETS = {"cuda:90": ("cuda", 90, 32), "hip:gfx942": ("hip", "gfx942", 64)}
 TRITON_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "f64": "fp64", "i32": "i32",
@@ -102,8 +103,6 @@ def compile_aot(source: KernelSource, target: str, keep_asm: bool = False,
     sgpr_spill_count, lds (group segment bytes), scratch (private segment bytes), occupancy.
     `keep_asm` adds the texts. `ptxas` is the triton backend's option of that name; cuda
     results also carry `ptxas_version`."""
-    from . import TritonBackend, load_module, require_triton
-
     triton = require_triton(interpret=False)
     from triton.compiler import ASTSource
 

@@ -5,9 +5,8 @@ reductions become `tl.sum/max/min(..., keep_dims=True)` over a block, contractio
 
 from __future__ import annotations
 
-import math
-
 from ...ir import dtypes as dt
+from ...ir.interp import eval_int
 from ...ir.nodes import (
     AxisRef,
     Const,
@@ -24,7 +23,7 @@ from ...ir.nodes import (
 from ...schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
 from ..pyexpr import Ctx, PyLang, axes_in, emit, linear_offset, mask_of
 from ..tilewriter import grid_count, levels, reduces_in
-from . import bulk
+from . import bulk, gelu
 
 TL = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16", "i32": "tl.int32",
       "i64": "tl.int64", "f64": "tl.float64", "bool": "tl.int1"}
@@ -44,101 +43,6 @@ def _load(raw: bool):
     return f
 
 
-# The module defines this helper when a kernel calls it (templates/triton/module.j2):
-# erfc(w) = t exp(-w^2 + P(t)), t = 1 / (1 + |w| / 2), reflected for w < 0 (a Chebyshev fit,
-# fractional error under 1.2e-7), with no branch. libdevice's erf takes one of two
-# polynomial paths per element; a tile of mixed signs (a GELU epilogue) runs both, and
-# `1 + erf(y)` loses everything to cancellation below y = -4. The exponential is exp2 with
-# log2(e) folded into P's coefficients and the w^2 term, which is what tl.exp computed
-# anyway (exp2 of x * log2 e): in f32 the fractional error stays near 1e-6 up to |w| = 3,
-# then grows with w^2 as the exponent rounds (about 1e-5 at |w| = 9). On a GPU the
-# reciprocal and the exp2 are libdevice's fast_dividef and exp2, which compile to MUFU.RCP
-# (and a flush-to-zero FADD) / MUFU.EX2 on sm_90 where `/` and tl.exp add range fix-ups:
-# 22.5 instead of 32.5 float instructions per element of the erf GELU (an A/B of that
-# spelling on the H200 showed no measurable change, h200-erfc-libdevice.json). On the H200
-# a hand-written gemm_bias_gelu ran 2-4% faster with the helper than with tl.erf
-# (h200-erf-ab.json).
-# A module whose outputs are all bf16 or f16 gets a shorter fit (ERFC_HALF_P): no more
-# accuracy than those outputs hold, and 4 fewer FMAs per element (h200-gelu-power.json:
-# gemm_bias_gelu 1.0-1.6% faster on the H200).
-ERFC = "_kv_erfc"
-# P(t), lowest degree first (Numerical Recipes' erfc fit), and the factor folded into it
-ERFC_P = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
-          -1.13520398, 1.48851587, -0.82215223, 0.17087277)
-LOG2E = 1.4426950408889634
-# P(t) in log2 units (log2 e already in), degree 5, for half-precision outputs: a
-# Lawson-weighted minimax fit of log2(erfc(w)) + w^2 log2(e) - log2(t) over 0 <= w <= 9.5
-# (past that erfc is under f32's smallest normal). Relative error of erfc: 7.6e-6 in exact
-# arithmetic; in f32, 8.4e-6 up to |w| = 3 and 1.7e-5 up to 9, against half an ulp of
-# 4.9e-4 for f16 and 2.0e-3 for bf16 (benchmarks/h200_gelu_power.py has the fits).
-ERFC_HALF_P = (-1.8272335121821341, 1.4686830710269672, 0.36708399821141724,
-               0.6845489278729172, -1.0231461675237932, 0.3300746677748709)
-
-
-# `k * x * (1 + erf(c * x))` (pyexpr's gauss_gate; the erf GELU) as one helper call with the
-# constants folded: with R = erfc(c |x|) / 2, it is 2k (relu(x) - |x| R) for either sign of
-# x, and 2k |x| R = |x| t exp2(-c^2 log2(e) x^2 + P(t) + log2 k), t = 1 / (1 + c |x| / 2):
-# the erfc fit above (the same P), with no select, no reflection and no second product.
-# 14 float instructions and 2 MUFU per output of the GELU epilogue instead of 16 and 2
-# (SASS of gemm_bias_gelu's 128x256 kernel, ptxas 13.0); on the H200 78.8M warp
-# instructions per call instead of 81.2M, and with bulk copies (TMA) 0.911 of cuBLAS
-# sustained instead of 0.899 (h200-gemm-counters-shipped.json). |x| is
-# clamped at 1e4 in t and the product, where the exponential is 0 anyway, so that x = inf
-# gives inf (not inf * 0); a NaN still propagates through the exponential.
-GATE = "_kv_gauss_gate"
-# A module whose outputs are all bf16 or f16 gets the gate with one exp2 and no reciprocal:
-# 2k relu(x) - a exp2(p(c a) + log2 k), a = |x| clamped at GATE_HALF_TOP / c (NaN kept),
-# p(w) ~ log2(erfc(w)), lowest degree first: degree 7, a minimax fit over 0 <= w <=
-# GATE_HALF_FIT (benchmarks/h200_gate_fit.py's `exponent_fit(7, 4.5)`, here in w). Relative
-# error of the GELU 8.2e-6 in f32 up to |x| = 6.36; past that p falls faster than
-# log2(erfc), so the gate's term lies between 0 and the true one (error under 6.3e-10, where
-# torch's own f32 GELU is off by up to 1e-7) and flushes to 0 from w = 9.05. Fitting only
-# where outputs carry relative accuracy takes 3 FFMA per output fewer than a fit down to
-# the underflow: in gemm_bias_gelu's epilogue 12.5 instructions per output instead of 15.5,
-# 0.949 of cuBLAS's bare matmul sustained on the H200 instead of 0.944
-# (h200-gate-fit-deg7.json; the README's session 17 and 18 paragraphs have the history).
-GATE_HALF_W = (1.024507386704343e-06, -1.6280756390471545, -0.9170436167611509,
-               -0.15247816360620547, 0.03394094847774712, -0.0052338156726585965,
-               0.0004877872266629592, -2.0429260858562202e-05)
-GATE_HALF_FIT = 4.5
-GATE_HALF_TOP = 10.2
-
-
-def gauss_gate(x: str, k: float, c: float) -> str:
-    """The helper call for k * x * (1 + erf(c * x)), k, c > 0 (constants as constexprs)."""
-    return (f"{GATE}({x}, {2.0 * k!r}, {0.5 * c!r}, {-c * c * LOG2E!r}, "
-            f"{math.log2(k)!r})")
-
-
-def erfc_helper(libdevice: bool, half: bool = False) -> dict:
-    """What the module template needs to write `_kv_erfc`: P's coefficients in log2 units
-    (highest degree first, for Horner), the short fit when every output is bf16 or f16
-    (`half`), and the reciprocal and exp2 spellings: libdevice's on a GPU, plain `/` and
-    tl.math.exp2 for the interpreter, which has no libdevice."""
-    coeffs = ERFC_HALF_P if half else tuple(c * LOG2E for c in ERFC_P)
-    return {"libdevice": libdevice, "neg_log2e": repr(-LOG2E), "half": half,
-            "coeffs": [repr(c) for c in reversed(coeffs)],
-            "rcp": "libdevice.fast_dividef(1.0, {})" if libdevice else "1.0 / ({})",
-            "exp2": _exp2(libdevice)}
-
-
-def _exp2(libdevice: bool) -> str:
-    """exp2's spelling: libdevice's on a GPU (a bare MUFU.EX2 on sm_90), tl.math.exp2 for
-    the interpreter, which has no libdevice."""
-    return "libdevice.exp2({})" if libdevice else "tl.math.exp2({})"
-
-
-def gate_helper(libdevice: bool, half: bool = False) -> dict:
-    """What the module template needs to write `_kv_gauss_gate`: erfc_helper's t form, or
-    for half-precision outputs the one-exp2 form's terms (coefficient, power of c, highest
-    degree first, for Horner), its clamp in w and the exp2 spelling."""
-    if not half:
-        return erfc_helper(libdevice)
-    terms = [(repr(q), i) for i, q in reversed(list(enumerate(GATE_HALF_W)))]
-    return {"libdevice": libdevice, "half": True, "exp2": _exp2(libdevice), "w_terms": terms,
-            "top": repr(GATE_HALF_TOP)}
-
-
 def _lang(raw: bool = False) -> PyLang:
     u = {"exp": "tl.exp({})", "log": "tl.log({})", "sqrt": "tl.sqrt({})",
          "rsqrt": "tl.rsqrt({})", "sigmoid": "tl.sigmoid({})", "erf": "tl.erf({})",
@@ -147,7 +51,7 @@ def _lang(raw: bool = False) -> PyLang:
                   minimum="tl.minimum", where=lambda c, a, b: f"tl.where({c}, {a}, {b})",
                   load=_load(raw),
                   cast=lambda c, t: f"tl.cast({c}, {TL[t.name]})",
-                  one_plus_erf=lambda y: f"{ERFC}(-({y}))", gauss_gate=gauss_gate)
+                  one_plus_erf=gelu.one_plus_erf, gauss_gate=gelu.gauss_gate)
 
 
 LANG, RAW = _lang(), _lang(raw=True)
@@ -174,8 +78,6 @@ def _buffer_shapes(op: Op, plan: Plan) -> dict[str, tuple]:
 
 def wide_offsets(op: Op, plan: Plan) -> bool:
     """64-bit offsets unless every buffer is known to be small at the plan's dims."""
-    from ...ir.interp import eval_int
-
     dims = plan.dims_dict
     for shape in _buffer_shapes(op, plan).values():
         n = 1
@@ -654,7 +556,8 @@ class KernelWriter:
 def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> dict:
     """The pieces the module template needs: kernels, launcher lines, guards, scratch.
     `dot_f32` upcasts tl.dot operands (Triton 3.6's interpreter gets bf16 dots wrong);
-    `libdevice` spells the erfc helper's reciprocal and exp2 with libdevice (GPU only)."""
+    `libdevice` spells the GELU helpers' reciprocal and exp2 with libdevice (GPU only,
+    gelu.py)."""
     op = plan.op
     dims = op_dims(op)
     bufs = buffers(op, plan)
@@ -701,11 +604,8 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
         b = op.stage(name).out
         shape = ", ".join(emit(s, ctx, LANG, ptr) for s in b.shape)
         scratch.append({"name": name, "shape": f"({shape},)", "dtype": TORCH[b.dtype.name]})
-    erfc = any(f"{ERFC}(" in k["body"] for k in kernels)
-    gate = any(f"{GATE}(" in k["body"] for k in kernels)
     half = all(op.stage(n).out.dtype in (dt.bf16, dt.f16) for n in op.outputs)
     return {"kernels": kernels, "dims": dims, "guards": guards, "scratch": scratch,
-            "erfc": erfc_helper(libdevice, half) if erfc else None,
-            "gate": gate_helper(libdevice, half) if gate else None,
+            **gelu.helpers([k["body"] for k in kernels], libdevice, half),
             "descriptors": descriptors}
 

@@ -1,0 +1,168 @@
+"""The Triton backend: renders a plan through emitter.py and templates/triton/module.j2,
+builds it by importing the module (Triton compiles each kernel at its first launch of a
+shape), and reports what each launch compiled. Triton itself is imported only to build."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+from ...ir.interp import bind_dims
+from ...schedule.errors import MoveError
+from ..base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
+from ..compiler_reports import triton_jit
+from ..templating import banner, render
+from . import bulk, ptxas
+from .emitter import render_module
+from .usage import dot_usage
+
+
+def require_triton(interpret: bool | None = None):
+    """Import Triton. Its interpreter is a process-wide mode fixed when Triton is first
+    imported (its standard library is decorated then), so asking for the other mode after
+    that is an error rather than a silent mix."""
+    if interpret and "triton" not in sys.modules:
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        import triton
+    except ImportError as e:
+        raise ImportError("the triton backend needs Triton: pip install 'kevolve[triton]'") from e
+    if interpret is not None and bool(triton.knobs.runtime.interpret) != interpret:
+        mode = "on" if interpret else "off"
+        was = "off" if interpret else "on"
+        raise RuntimeError(f"Triton was imported with its interpreter {was}; to run with "
+                           f"it {mode}, start a fresh process "
+                           f"{'with' if interpret else 'without'} TRITON_INTERPRET=1")
+    return triton
+
+
+class TritonBackend(Backend):
+    name = "triton"
+    tensor_lib = "torch"
+    caps = Caps("cuda", max_tile_elems=1 << 17, max_warps=32, wavefront=32,
+                bind_targets=frozenset({"grid", "threads"}), renders=frozenset(),
+                launch_args=frozenset({"num_warps", "num_stages", "group_m", "dot_precision",
+                                       "constexpr_dims", "persistent", "pipeline"}),
+                bulk_copy=True)
+
+    def __init__(self, interpret: bool = False, device: str | None = None,
+                 ptxas: str = "auto"):
+        self.interpret = interpret
+        self.device = device or ("cpu" if interpret else "cuda")
+        self.ptxas = ptxas  # "auto", "triton", "torch" or a path: see ptxas.resolve
+
+    def check(self, sched, plan) -> None:
+        """Layer 3: the capabilities, and bulk copies only where a tensor descriptor can
+        carry the tile (bulk.py)."""
+        check_caps(self, sched, plan)
+        for kernel, stage, buf, why, hint in bulk.problems(plan):
+            at = dict(sched.stage(stage).cache_by).get(buf)
+            raise MoveError(at, "backend.bulk_copy", f"{kernel}: cannot copy {buf!r} in bulk "
+                            f"for stage {stage!r}: {why}", hint)
+
+    def toolchain(self) -> dict:
+        """The ptxas version that compiles this backend's kernels (it changes their code)."""
+        got = None if self.interpret else ptxas.resolve(self.ptxas)
+        return {"ptxas": got[1]} if got else {}
+
+    def configure_process(self) -> None:
+        """Settle the ptxas before this process compiles anything (torch.compile included,
+        which otherwise picks torch's own for every later Triton kernel too)."""
+        got = None if self.interpret else ptxas.resolve(self.ptxas)
+        if got:
+            require_triton(self.interpret)
+            ptxas.use(got[0])
+
+    def usage(self, plan) -> tuple:
+        """Triton pipelines each dot's operand loads through `num_stages` shared-memory
+        buffers (3 by default) and keeps the accumulator in registers (usage.dot_usage
+        says how close that comes on the H200)."""
+        return dot_usage(plan, stages=3, warps=4, wavefront=self.caps.wavefront)
+
+    def limits(self) -> dict:
+        """Shared memory per program as Triton's own launch check counts it, 255 registers
+        per thread (NVIDIA's ceiling) and the register file a program's threads share
+        (the driver's registers per block); the last two not given for AMD GPUs."""
+        if self.interpret:
+            return {}
+        try:
+            triton = require_triton(False)
+            import torch
+            if not torch.cuda.is_available():
+                return {}
+            props = triton.runtime.driver.active.utils.get_device_properties(
+                torch.cuda.current_device())
+        except Exception:  # no driver, no device: no limits, so nothing is skipped
+            return {}
+        out = {"shared_bytes": int(props["max_shared_mem"])}
+        if getattr(torch.version, "hip", None) is None:
+            out["registers_per_thread"] = 255
+            out["registers_per_program"] = int(props["max_num_regs"])
+        return out
+
+    def render(self, plan) -> KernelSource:
+        parts = render_module(plan, dot_f32=self.interpret, libdevice=not self.interpret)
+        text = render("triton/module.j2", banner=banner("#", plan.op.name, self.name),
+                      op=plan.op.name, shape_class=json.dumps(plan.dims_dict), **parts)
+        return KernelSource(self.name, plan.op.name, "python", text, "launch",
+                            meta={"plan": plan})
+
+    def available(self) -> tuple[bool, str]:
+        try:
+            require_triton(self.interpret)
+        except (ImportError, RuntimeError) as e:
+            return False, str(e)
+        if self.interpret:
+            return True, ""
+        try:
+            import torch
+            if not torch.cuda.is_available():
+                return False, "no GPU here (use interpret=True for TRITON_INTERPRET mode)"
+        except ImportError:
+            return False, "torch is needed to launch Triton kernels: pip install 'kevolve[torch]'"
+        return True, ""
+
+    def build(self, source: KernelSource) -> Kernel:
+        require_triton(self.interpret)
+        self.configure_process()
+        mod = load_module(source, self.interpret)
+        op = source.meta["plan"].op
+
+        seen: dict = {}  # input shapes + params -> dims (keeps launches cheap when timed)
+        diagnostics: dict = {}
+
+        def run(inputs, outputs, params):
+            key = (tuple(tuple(v.shape) for v in inputs.values()), tuple(params.items()))
+            dims = seen.get(key)
+            first = dims is None
+            if first:
+                dims = seen[key] = bind_dims(op, inputs, params)
+            ran = mod.launch({**inputs, **outputs}, dims)
+            if first:
+                # Triton compiles at a launch, per specialization of the shape: the report
+                # is that of the latest new shape (the evaluator's last is the bench shape)
+                diagnostics["kernels"] = triton_jit(ran)
+        return Kernel(source, run, diagnostics)
+
+
+def load_module(source: KernelSource, interpret: bool):
+    """Write the module under the cache (Triton reads kernel source from files), import it."""
+    d = cache_dir() / "triton"
+    d.mkdir(parents=True, exist_ok=True)
+    tag = "i" if interpret else "c"
+    path = Path(d) / f"k_{source.hash}_{tag}.py"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # workers may race to write it
+        tmp.write_text(source.text)
+        tmp.replace(path)
+    name = f"kevolve_triton_{source.hash}_{tag}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sys.modules[name] = mod
+    return mod
