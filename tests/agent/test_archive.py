@@ -1,4 +1,4 @@
-"""The archive (kevolve.agent.archive): round trips, dedupe, best and history, merge,
+"""The archive (kevolve.archive): round trips, dedupe, best and history, merge,
 export/import, schema versioning, foreign and corrupt files, two writers, and SIGKILL."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from kevolve.agent import archive as archive_mod
-from kevolve.agent.archive import APPLICATION_ID, Archive, ArchiveError, canonical_trace
 from kevolve.agent.types import Result, Scored
+from kevolve.archive import APPLICATION_ID, Archive, ArchiveError, canonical_trace
+from kevolve.archive import schema as archive_schema
 from kevolve.ir.builder import axes, compute, dims, f32, input, op
 from kevolve.ir.printer import op_text
 from kevolve.schedule.trace import Trace
@@ -295,7 +295,7 @@ def test_merge_remaps_ids_and_skips_duplicates(tmp_path):
 
         again = a.merge(there)  # idempotent
         assert {k: v for k, v in again.items() if k != "skipped"} == dict.fromkeys(
-            archive_mod.KINDS, 0)
+            archive_schema.KINDS, 0)
         assert again["skipped"]["results"] == 4
         assert a.info()["counts"] == total
     assert there.read_bytes() == before  # the source is never written
@@ -379,7 +379,7 @@ def test_export_import_round_trip(tmp_path):
                          for r in src_hist]
         assert b.ceilings("h200") == {"copy_gbps": 100.0}
         again = b.import_jsonl(out)
-        assert all(again[k] == 0 for k in archive_mod.KINDS)
+        assert all(again[k] == 0 for k in archive_schema.KINDS)
         assert b.info()["counts"]["results"] == 5
 
 
@@ -410,7 +410,7 @@ def test_import_rejects_a_bad_file_and_imports_nothing(tmp_path):
             b.import_jsonl(bad)
         with pytest.raises(ArchiveError, match="no file to import"):
             b.import_jsonl(tmp_path / "nope.jsonl")
-        assert b.info()["counts"] == dict.fromkeys(archive_mod.KINDS, 0)
+        assert b.info()["counts"] == dict.fromkeys(archive_schema.KINDS, 0)
 
 
 # --- the file: versioning, foreign and corrupt files ---------------------------------------
@@ -421,7 +421,7 @@ def test_schema_version_and_application_id_are_set(db):
     try:
         assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         assert APPLICATION_ID == int.from_bytes(b"KEVO", "big")
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(archive_mod.MIGRATIONS)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(archive_schema.MIGRATIONS)
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = "
                                              "'table'")}
@@ -439,7 +439,7 @@ def test_a_migration_runs_on_open_and_merge_migrates_a_copy(tmp_path, monkeypatc
     def v1_to_v2(conn):
         conn.execute("ALTER TABLE results ADD COLUMN energy_j REAL")
 
-    monkeypatch.setattr(archive_mod, "MIGRATIONS", [*archive_mod.MIGRATIONS, v1_to_v2])
+    monkeypatch.setattr(archive_schema, "MIGRATIONS", [*archive_schema.MIGRATIONS, v1_to_v2])
     with Archive(new) as b:  # a new file gets every step
         b.merge(old)  # an older source is migrated in memory, never on disk
         assert b.best("twice", "cpu").result.time_ms == 1.0
@@ -491,7 +491,7 @@ def _bad_header(path: Path) -> None:
 def _newer(path: Path) -> None:
     Archive(path).close()
     conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA user_version = {len(archive_mod.MIGRATIONS) + 1}")
+    conn.execute(f"PRAGMA user_version = {len(archive_schema.MIGRATIONS) + 1}")
     conn.commit()
     conn.close()
 
@@ -544,7 +544,7 @@ def test_missing_file_without_create(tmp_path):
     assert not (tmp_path / "nope.db").exists()
     (tmp_path / "empty.db").touch()
     with Archive(tmp_path / "empty.db") as a:  # an empty file becomes an archive
-        assert a.info()["schema_version"] == len(archive_mod.MIGRATIONS)
+        assert a.info()["schema_version"] == len(archive_schema.MIGRATIONS)
 
 
 def test_readonly_never_writes(tmp_path):
@@ -585,16 +585,14 @@ def test_validation_reads_one_snapshot_while_another_writer_creates_the_archive(
             if sql.startswith("PRAGMA application_id") and not self.fired:
                 self.fired = True
                 with Archive(path) as other:
-                    assert other.info()["schema_version"] == len(archive_mod.MIGRATIONS)
+                    assert other.info()["schema_version"] == len(archive_schema.MIGRATIONS)
             return cur
 
-    reader = Archive.__new__(Archive)
-    reader.path = path
     conn = sqlite3.connect(path, isolation_level=None)
     racing = Racing(conn)
-    assert Archive._validate(reader, racing) == 0  # the snapshot from before the commit
+    assert archive_schema.validate(racing, path) == 0  # the snapshot from before the commit
     assert racing.fired and not conn.in_transaction
-    assert Archive._validate(reader, racing) == len(archive_mod.MIGRATIONS)  # and after
+    assert archive_schema.validate(racing, path) == len(archive_schema.MIGRATIONS)  # and after
     conn.close()
 
 
@@ -670,7 +668,7 @@ def test_processes_creating_one_archive_at_once_all_open_it(tmp_path):
 
 KILL_WRITER = """
 import sys
-from kevolve.agent.archive import Archive
+from kevolve.archive import Archive
 from kevolve.agent.types import Result
 from kevolve.ir.builder import axes, compute, dims, f32, input, op
 from kevolve.schedule.trace import Trace
