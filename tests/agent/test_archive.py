@@ -729,3 +729,124 @@ def test_sigkill_loses_only_uncommitted_writes(tmp_path):
         assert not new and cid in done
         a.add_result(cid, "hw", "cpu", {}, ok(0.5))
         assert a.best("twice", "cpu").result.time_ms == 0.5
+
+
+# --- records: run keys, tolerant rows; the search's verbs ----------------------------------
+
+def _old_run_hash(source_hash, backend, toolchain, hardware) -> str:
+    """The run hash as kevolve computed it before RunKey: what archived results hold."""
+    import hashlib
+
+    key = json.dumps([source_hash, backend, toolchain, hardware], sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+@pytest.mark.parametrize("source_hash, backend, toolchain, hardware", [
+    ("0" * 64, "cpu", {}, "cpu:x86_64x16"),
+    ("a3f9", "triton", {"python": "3.12.3", "triton": "3.1.0", "numpy": "2.1.0",
+                        "torch": "2.5.1", "ptxas": "12.6"}, "gpu:NVIDIA H200"),
+    ("ff", "cuda", {"cc": "gcc (Debian 12.2.0-14) 12.2.0", "zeta": "1", "alpha": "2"},
+     "gpu:Ünïcode “card”"),
+])
+def test_run_key_hash_is_the_archived_run_hash(source_hash, backend, toolchain, hardware):
+    from kevolve.agent.search import run_hash
+    from kevolve.archive import RunKey
+
+    key = RunKey(source_hash, backend, toolchain, hardware)
+    want = _old_run_hash(source_hash, backend, toolchain, hardware)
+    assert key.stable_hash() == want
+    assert run_hash(source_hash, backend, toolchain, hardware) == want
+    # the toolchain's order never matters, and the key is a hashable value
+    again = RunKey(source_hash, backend, dict(reversed(list(toolchain.items()))), hardware)
+    assert again == key and hash(again) == hash(key) and again.stable_hash() == want
+    assert RunKey(source_hash, backend, toolchain, hardware + "!").stable_hash() != want
+
+
+def test_result_rows_from_older_and_newer_versions_are_read():
+    from kevolve.archive.records import result_dict, result_of
+
+    newer = {"verdict": "ok", "time_ms": 1.5, "times_ms": "[1.5, 1.6]", "baseline_ms": 3.0,
+             "max_error": 1e-7, "message": "", "diagnostics": '{"gbps": 9.0}',
+             "run_hash": "rh", "seconds": 0.25, "energy_j": 0.1, "power_w": 300,
+             "hardware": "hw", "backend": "cpu", "toolchain": "{}", "shape": '{"N": 4}',
+             "seeds": "[0]", "created": 12.0}
+    r = result_of(newer)
+    assert r == Result("ok", 1.5, (1.5, 1.6), 3.0, 1e-7, "", {"gbps": 9.0}, "rh", 0.25)
+    older = {"verdict": "compile", "time_ms": None, "message": None, "created": 1.0}
+    r = result_of(older)  # no times, diagnostics, run hash or seconds: the defaults
+    assert r == Result("compile")
+    d = result_dict(older)
+    assert d["toolchain"] == {} and d["shape"] == {} and d["seeds"] == []
+    assert d["run_hash"] is None and d["result"] == Result("compile")
+
+
+def test_result_from_dict_drops_unknown_keys_and_defaults_missing_ones():
+    r = ok(2.0)
+    assert Result.from_dict({**r.to_dict(), "energy_j": 1.0, "new_field": [1]}) == r
+    assert Result.from_dict({"verdict": "timeout"}) == Result("timeout")
+    assert Result.from_dict({"verdict": "ok", "times_ms": [1.0, 2.0]}).times_ms == (1.0, 2.0)
+
+
+def test_an_archive_with_a_column_this_version_does_not_know_reads_the_same(tmp_path):
+    """A results table with an extra column (as a newer kevolve's would be, before it
+    bumps the version) reads the Results as before."""
+    path = tmp_path / "a.db"
+    with Archive(path) as a:
+        _search(a, "hw", [2.0, 1.0])
+        want = a.scored(a.op_id(tiny_op()), "cpu", "hw")
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE results ADD COLUMN energy_j REAL")
+    conn.execute("UPDATE results SET energy_j = 7.5")
+    conn.commit()
+    conn.close()
+    with Archive(path) as a:
+        assert a.scored(a.op_id(tiny_op()), "cpu", "hw") == want
+        assert a.best("twice", "cpu").result.time_ms == 1.0
+
+
+def test_in_flight_lists_candidates_without_any_result(db):
+    with Archive(db) as a:
+        oid, other = a.op_id(tiny_op()), a.op_id(tiny_op("pad", 9.0))
+        done, _ = a.add_candidate(oid, trace(1))
+        a.add_result(done, "hw", "cpu", TOOLCHAIN, ok(1.0))
+        first, _ = a.add_candidate(oid, trace(2), note="mutate warps")
+        second, _ = a.add_candidate(oid, trace(4), parent_id=first)
+        a.add_candidate(other, trace(8, op_name="pad"))
+        got = a.in_flight(oid)
+        assert got == [(a.candidate(first)["trace_json"], "mutate warps", None),
+                       (a.candidate(second)["trace_json"], "", first)]
+        a.add_result(first, "other-hw", "cuda", {}, fail())  # a result anywhere counts
+        assert [p for _, _, p in a.in_flight(oid)] == [first]
+
+
+def test_quick_check_passes_a_sound_file_and_refuses_damaged_pages(tmp_path):
+    path = tmp_path / "archive.db"
+    with Archive(path) as a:
+        _search(a, "hw", [float(i + 1) for i in range(300)])
+        assert a.quick_check() is None
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    for p in range(2, len(data) // page):
+        data[p * page + 8: p * page + 72] = b"\xff" * 64
+    path.write_bytes(bytes(data))
+    with pytest.raises(ArchiveError) as e:
+        with Archive(path, create=False) as a:
+            a.quick_check()
+    assert str(path) in str(e.value) and "corrupt" in str(e.value)
+
+
+def test_the_reused_marker_is_added_once():
+    from kevolve.archive import REUSED, reused
+
+    once = reused(ok(1.0))
+    assert once.message == REUSED and reused(once) == once
+    assert reused(fail()).message == f"compile failed {REUSED}"
+
+
+def test_one_default_path_and_the_old_module_re_exports_the_archive():
+    import kevolve.agent.archive as shim
+    import kevolve.archive as archive
+    from kevolve.agent.search import SearchConfig
+
+    assert SearchConfig("softmax", "cpu").db == archive.DEFAULT_PATH == shim.DEFAULT_PATH
+    assert shim.Archive is archive.Archive and shim.ArchiveError is archive.ArchiveError
