@@ -43,6 +43,7 @@ BUSY_TIMEOUT_S = 30.0
 
 
 def describe(e: sqlite3.Error) -> str:
+    """An SQLite error in words a user can act on (locked too long, corrupt, or as is)."""
     text = str(e)
     if "locked" in text or "busy" in text:
         return (f"it stayed locked by another process for more than {BUSY_TIMEOUT_S:.0f} s "
