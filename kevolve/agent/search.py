@@ -19,7 +19,6 @@ new time is no longer below the floor, else it is recorded as `suspicious`."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -27,22 +26,11 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 
+from ..archive import DEFAULT_PATH as DEFAULT_DB  # the archive's one default
+from ..archive import RunKey, reused
 from ..ir.printer import op_text
 from ..schedule import MoveError, Trace, apply_trace, default_trace, lower
 from .types import EvalJob, ProposalContext, Result, Scored
-
-DEFAULT_DB = os.path.join(".kevolve", "archive.db")
-
-
-REUSED = "[reused: identical generated code]"
-
-
-def reused(prev: Result) -> Result:
-    """Another candidate's result, for a candidate whose generated code is identical, marked
-    as reused once (the result it copies may be a copy already)."""
-    if REUSED in prev.message:
-        return prev
-    return replace(prev, message=f"{prev.message} {REUSED}".strip())
 
 
 @dataclass(frozen=True)
@@ -233,34 +221,12 @@ def _in_flight(arch, op_id: int) -> list[tuple[str, str, int | None]]:
     """(trace, note, parent) of this op's candidates with no result anywhere: those a killed
     search was evaluating. (Another search running on the archive right now may be
     evaluating them too; then both record a result.)"""
-    rows = arch._read("SELECT trace_json, note, parent_id FROM candidates c WHERE op_id = ? "
-                      "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.candidate_id = c.id) "
-                      "ORDER BY id", (op_id,))
-    return [(r[0], r[1] or "in flight when a search stopped", r[2]) for r in rows]
-
-
-def _sound(arch) -> None:
-    """Raise ArchiveError (naming the file) unless SQLite's quick_check passes: damage
-    inside the file's pages is otherwise found only by the query that reads them, which
-    may come after this search has written to the file."""
-    import sqlite3
-
-    from .archive import ArchiveError
-
-    try:
-        rows = [r[0] for r in arch._read("PRAGMA quick_check")]
-    except sqlite3.Error as e:
-        raise ArchiveError(f"archive {arch.path} is corrupt ({e}); restore it from a copy, or "
-                           "pass --db with another file; nothing was written to it") from e
-    if rows != ["ok"]:
-        raise ArchiveError(f"archive {arch.path} is corrupt ({'; '.join(rows[:3])}); restore "
-                           "it from a copy, or pass --db with another file; nothing was "
-                           "written to it")
+    return [(trace, note or "in flight when a search stopped", parent)
+            for trace, note, parent in arch.in_flight(op_id)]
 
 
 def run_hash(source_hash: str, backend: str, toolchain: dict, hardware: str) -> str:
-    key = json.dumps([source_hash, backend, toolchain, hardware], sort_keys=True)
-    return hashlib.sha256(key.encode()).hexdigest()[:24]
+    return RunKey(source_hash, backend, toolchain, hardware).stable_hash()
 
 
 class Search:
@@ -360,7 +326,7 @@ class Search:
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> Summary:
-        from .archive import Archive
+        from ..archive import Archive
         from .hardware import measure_ceilings
         from .proposers import make as make_proposer
 
@@ -371,7 +337,7 @@ class Search:
         summ = Summary(cfg.op, cfg.backend, self.hardware)
         pool = pop = proposer = None
         try:
-            _sound(arch)  # before the first write: a damaged file is refused, not extended
+            arch.quick_check()  # before the first write: a damaged file is refused, not extended
             op_id = arch.op_id(self.op)
             ceilings = arch.ceilings(self.hardware)
             if not ceilings:

@@ -4,7 +4,7 @@ proposers and executors implement. Plain frozen data, JSON-able, so jobs cross p
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Protocol
 
 # Verdicts: "ok", or the stage that failed, cheapest first; then what the worker pool
@@ -59,9 +59,14 @@ class Result:
 
     @staticmethod
     def from_dict(d: dict) -> Result:
-        d = dict(d)
+        """The Result a dict holds, written by this kevolve or another version: keys this
+        version does not know are dropped, missing ones take their defaults."""
+        d = {k: v for k, v in d.items() if k in _RESULT_FIELDS}
         d["times_ms"] = tuple(d.get("times_ms") or ())
         return Result(**d)
+
+
+_RESULT_FIELDS = frozenset(f.name for f in fields(Result))
 
 
 @dataclass(frozen=True)

@@ -341,9 +341,10 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
     """The suite's rows, each op searched (unless `from_archive`) and timed from its
     archive: `op_dbs[op]` where given, else `db`."""
     from .. import api
-    from ..agent.archive import Archive
     from ..agent.hardware import hardware_name, measure_ceilings, toolchain
-    from ..agent.search import DEFAULT_DB, SearchConfig, evolve
+    from ..agent.search import SearchConfig, evolve
+    from ..archive import DEFAULT_PATH as DEFAULT_DB
+    from ..archive import Archive
 
     be = api.backend(backend, **_options(backend, threads))
     be.configure_process()  # before torch.compile, which sets its own ptxas for the process

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ..agent.archive import DEFAULT_PATH
+from ..archive import DEFAULT_PATH, open_archive
 from ._common import console, echo
 
 db_option = click.option(
@@ -18,15 +18,9 @@ db_option = click.option(
     help="The archive (an SQLite file).")
 
 
-def open_archive(db: str, create: bool = False):
-    from ..agent.archive import Archive
-
-    return Archive(db, create=create)
-
-
 def require_op(archive, ref: str) -> str:
     """The op's name, or ArchiveError when the archive holds no op of that name."""
-    from ..agent.archive import ArchiveError, name_of
+    from ..archive import ArchiveError, name_of
 
     name = name_of(ref)
     names = archive.op_names()
@@ -52,7 +46,7 @@ def what_is_there(archive, name: str) -> str:
 def require_best(archive, name: str, backend: str, hardware: str | None, db: str) -> dict:
     """The archive's best record of the op on the backend (and hardware), or an error that
     says what the archive holds instead."""
-    from ..agent.archive import ArchiveError
+    from ..archive import ArchiveError
 
     rec = archive.best_record(name, backend, hardware)
     if rec is None:
@@ -105,7 +99,7 @@ def info(db: str, as_json: bool, check: bool) -> None:
     candidates evaluated, how many passed, and the best time."""
     from rich.table import Table
 
-    from ..agent.archive import ArchiveError
+    from ..archive import ArchiveError
 
     with open_archive(db) as a:
         data = a.info()
@@ -162,7 +156,7 @@ def export(out: str, op_ref: str | None, db: str) -> None:
     """Write the archive (or one op's part) to OUT.jsonl: a header line, then one
     self-describing JSON object per op, candidate, result, ceiling, token record and run,
     referring to each other by content hash. `kevolve archive import` reads it back."""
-    from ..agent.archive import ArchiveError
+    from ..archive import ArchiveError
 
     with open_archive(db) as a:
         name = require_op(a, op_ref) if op_ref is not None else None

@@ -53,7 +53,8 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..agent.search import DEFAULT_DB, STALL_ROUNDS, SearchConfig, evolve
+    from ..agent.search import STALL_ROUNDS, SearchConfig, evolve
+    from ..archive import DEFAULT_PATH as DEFAULT_DB
 
     preset, over = parse(shape_args, None)
     popts = {}

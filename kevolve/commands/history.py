@@ -41,7 +41,7 @@ def command(op_ref: str, backend: str | None, hardware: str | None, db: str,
     from rich.table import Table
     from rich.text import Text
 
-    from ..agent.archive import ArchiveError
+    from ..archive import ArchiveError
     from .archive import what_is_there
 
     with open_archive(db) as a:

@@ -77,7 +77,7 @@ def compiler_log(be, src) -> tuple[bool, str]:
               help="Seconds before the evaluating worker is killed.")
 def command(candidate: int, db: str, backend: str | None, hardware: str | None,
             no_eval: bool, no_time: bool, timeout: float) -> None:
-    from ..agent.archive import ArchiveError
+    from ..archive import ArchiveError
 
     with open_archive(db) as a:
         cand = a.candidate(candidate)

@@ -1,4 +1,4 @@
-"""The archive (kevolve.agent.archive): round trips, dedupe, best and history, merge,
+"""The archive (kevolve.archive): round trips, dedupe, best and history, merge,
 export/import, schema versioning, foreign and corrupt files, two writers, and SIGKILL."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from kevolve.agent import archive as archive_mod
-from kevolve.agent.archive import APPLICATION_ID, Archive, ArchiveError, canonical_trace
 from kevolve.agent.types import Result, Scored
+from kevolve.archive import APPLICATION_ID, Archive, ArchiveError, canonical_trace
+from kevolve.archive import schema as archive_schema
 from kevolve.ir.builder import axes, compute, dims, f32, input, op
 from kevolve.ir.printer import op_text
 from kevolve.schedule.trace import Trace
@@ -295,7 +295,7 @@ def test_merge_remaps_ids_and_skips_duplicates(tmp_path):
 
         again = a.merge(there)  # idempotent
         assert {k: v for k, v in again.items() if k != "skipped"} == dict.fromkeys(
-            archive_mod.KINDS, 0)
+            archive_schema.KINDS, 0)
         assert again["skipped"]["results"] == 4
         assert a.info()["counts"] == total
     assert there.read_bytes() == before  # the source is never written
@@ -379,7 +379,7 @@ def test_export_import_round_trip(tmp_path):
                          for r in src_hist]
         assert b.ceilings("h200") == {"copy_gbps": 100.0}
         again = b.import_jsonl(out)
-        assert all(again[k] == 0 for k in archive_mod.KINDS)
+        assert all(again[k] == 0 for k in archive_schema.KINDS)
         assert b.info()["counts"]["results"] == 5
 
 
@@ -410,7 +410,7 @@ def test_import_rejects_a_bad_file_and_imports_nothing(tmp_path):
             b.import_jsonl(bad)
         with pytest.raises(ArchiveError, match="no file to import"):
             b.import_jsonl(tmp_path / "nope.jsonl")
-        assert b.info()["counts"] == dict.fromkeys(archive_mod.KINDS, 0)
+        assert b.info()["counts"] == dict.fromkeys(archive_schema.KINDS, 0)
 
 
 # --- the file: versioning, foreign and corrupt files ---------------------------------------
@@ -421,7 +421,7 @@ def test_schema_version_and_application_id_are_set(db):
     try:
         assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         assert APPLICATION_ID == int.from_bytes(b"KEVO", "big")
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(archive_mod.MIGRATIONS)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(archive_schema.MIGRATIONS)
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = "
                                              "'table'")}
@@ -439,7 +439,7 @@ def test_a_migration_runs_on_open_and_merge_migrates_a_copy(tmp_path, monkeypatc
     def v1_to_v2(conn):
         conn.execute("ALTER TABLE results ADD COLUMN energy_j REAL")
 
-    monkeypatch.setattr(archive_mod, "MIGRATIONS", [*archive_mod.MIGRATIONS, v1_to_v2])
+    monkeypatch.setattr(archive_schema, "MIGRATIONS", [*archive_schema.MIGRATIONS, v1_to_v2])
     with Archive(new) as b:  # a new file gets every step
         b.merge(old)  # an older source is migrated in memory, never on disk
         assert b.best("twice", "cpu").result.time_ms == 1.0
@@ -491,7 +491,7 @@ def _bad_header(path: Path) -> None:
 def _newer(path: Path) -> None:
     Archive(path).close()
     conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA user_version = {len(archive_mod.MIGRATIONS) + 1}")
+    conn.execute(f"PRAGMA user_version = {len(archive_schema.MIGRATIONS) + 1}")
     conn.commit()
     conn.close()
 
@@ -544,7 +544,7 @@ def test_missing_file_without_create(tmp_path):
     assert not (tmp_path / "nope.db").exists()
     (tmp_path / "empty.db").touch()
     with Archive(tmp_path / "empty.db") as a:  # an empty file becomes an archive
-        assert a.info()["schema_version"] == len(archive_mod.MIGRATIONS)
+        assert a.info()["schema_version"] == len(archive_schema.MIGRATIONS)
 
 
 def test_readonly_never_writes(tmp_path):
@@ -585,16 +585,14 @@ def test_validation_reads_one_snapshot_while_another_writer_creates_the_archive(
             if sql.startswith("PRAGMA application_id") and not self.fired:
                 self.fired = True
                 with Archive(path) as other:
-                    assert other.info()["schema_version"] == len(archive_mod.MIGRATIONS)
+                    assert other.info()["schema_version"] == len(archive_schema.MIGRATIONS)
             return cur
 
-    reader = Archive.__new__(Archive)
-    reader.path = path
     conn = sqlite3.connect(path, isolation_level=None)
     racing = Racing(conn)
-    assert Archive._validate(reader, racing) == 0  # the snapshot from before the commit
+    assert archive_schema.validate(racing, path) == 0  # the snapshot from before the commit
     assert racing.fired and not conn.in_transaction
-    assert Archive._validate(reader, racing) == len(archive_mod.MIGRATIONS)  # and after
+    assert archive_schema.validate(racing, path) == len(archive_schema.MIGRATIONS)  # and after
     conn.close()
 
 
@@ -670,7 +668,7 @@ def test_processes_creating_one_archive_at_once_all_open_it(tmp_path):
 
 KILL_WRITER = """
 import sys
-from kevolve.agent.archive import Archive
+from kevolve.archive import Archive
 from kevolve.agent.types import Result
 from kevolve.ir.builder import axes, compute, dims, f32, input, op
 from kevolve.schedule.trace import Trace
@@ -731,3 +729,124 @@ def test_sigkill_loses_only_uncommitted_writes(tmp_path):
         assert not new and cid in done
         a.add_result(cid, "hw", "cpu", {}, ok(0.5))
         assert a.best("twice", "cpu").result.time_ms == 0.5
+
+
+# --- records: run keys, tolerant rows; the search's verbs ----------------------------------
+
+def _old_run_hash(source_hash, backend, toolchain, hardware) -> str:
+    """The run hash as kevolve computed it before RunKey: what archived results hold."""
+    import hashlib
+
+    key = json.dumps([source_hash, backend, toolchain, hardware], sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+@pytest.mark.parametrize("source_hash, backend, toolchain, hardware", [
+    ("0" * 64, "cpu", {}, "cpu:x86_64x16"),
+    ("a3f9", "triton", {"python": "3.12.3", "triton": "3.1.0", "numpy": "2.1.0",
+                        "torch": "2.5.1", "ptxas": "12.6"}, "gpu:NVIDIA H200"),
+    ("ff", "cuda", {"cc": "gcc (Debian 12.2.0-14) 12.2.0", "zeta": "1", "alpha": "2"},
+     "gpu:Ünïcode “card”"),
+])
+def test_run_key_hash_is_the_archived_run_hash(source_hash, backend, toolchain, hardware):
+    from kevolve.agent.search import run_hash
+    from kevolve.archive import RunKey
+
+    key = RunKey(source_hash, backend, toolchain, hardware)
+    want = _old_run_hash(source_hash, backend, toolchain, hardware)
+    assert key.stable_hash() == want
+    assert run_hash(source_hash, backend, toolchain, hardware) == want
+    # the toolchain's order never matters, and the key is a hashable value
+    again = RunKey(source_hash, backend, dict(reversed(list(toolchain.items()))), hardware)
+    assert again == key and hash(again) == hash(key) and again.stable_hash() == want
+    assert RunKey(source_hash, backend, toolchain, hardware + "!").stable_hash() != want
+
+
+def test_result_rows_from_older_and_newer_versions_are_read():
+    from kevolve.archive.records import result_dict, result_of
+
+    newer = {"verdict": "ok", "time_ms": 1.5, "times_ms": "[1.5, 1.6]", "baseline_ms": 3.0,
+             "max_error": 1e-7, "message": "", "diagnostics": '{"gbps": 9.0}',
+             "run_hash": "rh", "seconds": 0.25, "energy_j": 0.1, "power_w": 300,
+             "hardware": "hw", "backend": "cpu", "toolchain": "{}", "shape": '{"N": 4}',
+             "seeds": "[0]", "created": 12.0}
+    r = result_of(newer)
+    assert r == Result("ok", 1.5, (1.5, 1.6), 3.0, 1e-7, "", {"gbps": 9.0}, "rh", 0.25)
+    older = {"verdict": "compile", "time_ms": None, "message": None, "created": 1.0}
+    r = result_of(older)  # no times, diagnostics, run hash or seconds: the defaults
+    assert r == Result("compile")
+    d = result_dict(older)
+    assert d["toolchain"] == {} and d["shape"] == {} and d["seeds"] == []
+    assert d["run_hash"] is None and d["result"] == Result("compile")
+
+
+def test_result_from_dict_drops_unknown_keys_and_defaults_missing_ones():
+    r = ok(2.0)
+    assert Result.from_dict({**r.to_dict(), "energy_j": 1.0, "new_field": [1]}) == r
+    assert Result.from_dict({"verdict": "timeout"}) == Result("timeout")
+    assert Result.from_dict({"verdict": "ok", "times_ms": [1.0, 2.0]}).times_ms == (1.0, 2.0)
+
+
+def test_an_archive_with_a_column_this_version_does_not_know_reads_the_same(tmp_path):
+    """A results table with an extra column (as a newer kevolve's would be, before it
+    bumps the version) reads the Results as before."""
+    path = tmp_path / "a.db"
+    with Archive(path) as a:
+        _search(a, "hw", [2.0, 1.0])
+        want = a.scored(a.op_id(tiny_op()), "cpu", "hw")
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE results ADD COLUMN energy_j REAL")
+    conn.execute("UPDATE results SET energy_j = 7.5")
+    conn.commit()
+    conn.close()
+    with Archive(path) as a:
+        assert a.scored(a.op_id(tiny_op()), "cpu", "hw") == want
+        assert a.best("twice", "cpu").result.time_ms == 1.0
+
+
+def test_in_flight_lists_candidates_without_any_result(db):
+    with Archive(db) as a:
+        oid, other = a.op_id(tiny_op()), a.op_id(tiny_op("pad", 9.0))
+        done, _ = a.add_candidate(oid, trace(1))
+        a.add_result(done, "hw", "cpu", TOOLCHAIN, ok(1.0))
+        first, _ = a.add_candidate(oid, trace(2), note="mutate warps")
+        second, _ = a.add_candidate(oid, trace(4), parent_id=first)
+        a.add_candidate(other, trace(8, op_name="pad"))
+        got = a.in_flight(oid)
+        assert got == [(a.candidate(first)["trace_json"], "mutate warps", None),
+                       (a.candidate(second)["trace_json"], "", first)]
+        a.add_result(first, "other-hw", "cuda", {}, fail())  # a result anywhere counts
+        assert [p for _, _, p in a.in_flight(oid)] == [first]
+
+
+def test_quick_check_passes_a_sound_file_and_refuses_damaged_pages(tmp_path):
+    path = tmp_path / "archive.db"
+    with Archive(path) as a:
+        _search(a, "hw", [float(i + 1) for i in range(300)])
+        assert a.quick_check() is None
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    for p in range(2, len(data) // page):
+        data[p * page + 8: p * page + 72] = b"\xff" * 64
+    path.write_bytes(bytes(data))
+    with pytest.raises(ArchiveError) as e:
+        with Archive(path, create=False) as a:
+            a.quick_check()
+    assert str(path) in str(e.value) and "corrupt" in str(e.value)
+
+
+def test_the_reused_marker_is_added_once():
+    from kevolve.archive import REUSED, reused
+
+    once = reused(ok(1.0))
+    assert once.message == REUSED and reused(once) == once
+    assert reused(fail()).message == f"compile failed {REUSED}"
+
+
+def test_one_default_path_and_the_old_module_re_exports_the_archive():
+    import kevolve.agent.archive as shim
+    import kevolve.archive as archive
+    from kevolve.agent.search import SearchConfig
+
+    assert SearchConfig("softmax", "cpu").db == archive.DEFAULT_PATH == shim.DEFAULT_PATH
+    assert shim.Archive is archive.Archive and shim.ArchiveError is archive.ArchiveError

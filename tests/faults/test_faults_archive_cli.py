@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kevolve.agent.archive import Archive
+from kevolve.archive import Archive
 from kevolve.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
