@@ -52,10 +52,7 @@ LAYERS: dict[str, int] = {
 ALLOWED: set[tuple[str, str]] = {
     ("kevolve.ir.spec", "kevolve.ops"),
 }
-ALLOWED_CYCLES: set[frozenset[str]] = {
-    frozenset({"kevolve.backends.gpu_c", "kevolve.backends.gpu_cache",
-               "kevolve.backends.gpu_dot", "kevolve.backends.gpu_vector"}),
-}
+ALLOWED_CYCLES: set[frozenset[str]] = set()
 
 
 def module_name(path: Path) -> str:

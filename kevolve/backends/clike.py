@@ -12,62 +12,9 @@ from dataclasses import dataclass
 
 from ..ir.nodes import AxisRef, Const, Dim, Expr, Load, Reduce, op_dims, walk
 from ..schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
+from .cstyle.stmts import Assign, Check, Comment, Decl, For, If, Prefetch
 from .pyexpr import Ctx, PyLang, emit, linear_offset
 from .tilewriter import grid_count, levels, reduces_in
-
-# -- statements ---------------------------------------------------------------------------
-
-
-@dataclass
-class Decl:
-    name: str
-    ctype: str  # f32 | i64 | ...
-    init: str | None = None
-    size: int | None = None  # local array
-
-
-@dataclass
-class Assign:
-    target: str
-    value: str
-
-
-@dataclass
-class Comment:
-    text: str
-
-
-@dataclass
-class For:
-    var: str
-    hi: str
-    body: list
-    kind: str = "seq"  # grid | seq | simd
-    reduction: tuple[str, str] | None = None  # (op, var) for simd reductions
-    vector: int | None = None
-    unroll: int | None = None
-
-
-@dataclass
-class Prefetch:
-    """A hint to fetch the cache line at `addr` (an lvalue) ahead of its use."""
-
-    addr: str
-
-
-@dataclass
-class If:
-    cond: str
-    body: list
-
-
-@dataclass
-class Check:
-    """Early exit of the launcher when a shape guard fails."""
-
-    cond: str
-    code: int
-
 
 # -- languages ----------------------------------------------------------------------------
 

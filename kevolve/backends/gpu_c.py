@@ -33,50 +33,13 @@ from ..ir import dtypes as dt
 from ..ir.nodes import AxisRef, Const, Load, Reduce, op_dims, walk
 from ..schedule.errors import MoveError
 from ..schedule.plan import KernelPlan, Plan, Step
-from .clike import Assign, CLang, Comment, Decl, For, ScalarBuilder, c_float, c_line, ptr
+from .clike import CLang, ScalarBuilder, c_float, c_line, ptr
+from .cstyle.stmts import Assign, Comment, Decl, For, If, Line, Range, Scope, Unroll
+from .gpu_cache import Tiles
+from .gpu_dot import DotBuilder
+from .gpu_vector import Vectors
 from .pyexpr import Ctx, PyLang, emit
 from .tilewriter import grid_count, levels, reduces_in
-
-# -- statements beyond clike's ------------------------------------------------------------
-
-
-@dataclass
-class Line:
-    text: str  # one raw statement, e.g. a barrier
-
-
-@dataclass
-class If:
-    cond: str
-    body: list
-
-
-@dataclass
-class Scope:
-    body: list
-
-
-@dataclass
-class Unroll:
-    """The body once per lane `var` = 0 .. count-1, each copy in its own scope (printed
-    unrolled: constant register indices keep lane arrays out of local/LDS memory)."""
-
-    var: str
-    count: int
-    body: list
-
-
-@dataclass
-class Range:
-    """for (v = start; v < stop; v += step): a loop strided over threads or lanes."""
-
-    var: str
-    start: str
-    stop: str
-    step: str
-    body: list
-    unroll: int | str | None = None
-
 
 # -- languages ----------------------------------------------------------------------------
 
@@ -176,8 +139,6 @@ class GpuBuilder(ScalarBuilder):
         self.red_arrays = 0  # kv_red arrays (T floats each) the block reductions need
         self.uses_wmma = False
         self.path = "generic"
-        from .gpu_cache import Tiles  # both build on this module's statements
-        from .gpu_vector import Vectors
         self.vec = Vectors(self)  # vectorize: per-thread vector loads and stores
         self.tiles = Tiles(self)  # cache: shared-memory tiles
 
@@ -211,7 +172,6 @@ class GpuBuilder(ScalarBuilder):
 
     # -- program -----------------------------------------------------------------------
     def build(self) -> list:
-        from .gpu_dot import DotBuilder  # the tiled contraction path
         dot = DotBuilder.try_build(self)
         if dot is not None:
             self.path = "dot-wmma" if self.uses_wmma else "dot-simt"
@@ -760,13 +720,6 @@ def check_gpu(backend, sched, plan: Plan, lang: GpuLang) -> None:
                             f"limit of {caps.shared_bytes} bytes per block",
                             "use smaller tiles (split the axes those arrays span, or a "
                             "smaller k tile for contractions)")
-
-
-def reads_contiguous(ld: Load, axis: str) -> bool:
-    """Whether `axis` appears in the load's last (fastest) index."""
-    if not ld.index:
-        return False
-    return any(isinstance(x, AxisRef) and x.axis.name == axis for x in walk(ld.index[-1]))
 
 
 __all__ = ["GpuLang", "GpuBuilder", "CUDA_LANG", "hip_lang", "render_module", "check_gpu",

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from ..ir.nodes import AxisRef, Load, Reduce, walk
 from ..schedule.errors import MoveError
 from ..schedule.plan import AxisMap, PLoop, Step
-from .clike import Assign, Comment, Decl
-from .gpu_c import If, Line, Range
+from .cstyle.stmts import Assign, Comment, Decl, If, Line, Range
 from .gpu_vector import Access, loads_with_conds, refs
 from .pyexpr import Ctx, emit, linear_offset
 

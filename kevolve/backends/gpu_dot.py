@@ -22,10 +22,9 @@ from dataclasses import replace
 from ..ir import dtypes as dt
 from ..ir.nodes import AxisRef, Binary, Cast, Load, Reduce, walk
 from ..schedule.plan import Step
-from .clike import Assign, Comment, Decl, For
-from .gpu_c import If, Line, Range, Scope, reads_contiguous
+from .cstyle.stmts import Assign, Comment, Decl, For, If, Line, Range, Scope
 from .pyexpr import Ctx, emit
-from .tilewriter import reduces_in
+from .tilewriter import reads_contiguous, reduces_in
 
 
 class _Fallback(Exception):

@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 from ..ir.interp import InterpError, eval_int
 from ..ir.nodes import AxisRef, Binary, Const, Expr, Load, Reduce, Unary, Where, children, walk
 from ..schedule.plan import AxisMap, PLoop, Step
-from .clike import Assign, Comment, Decl
-from .gpu_c import If, Line, Unroll
+from .cstyle.stmts import Assign, Comment, Decl, If, Line, Unroll
 from .pyexpr import Ctx, linear_offset
 from .tilewriter import reduces_in
 

@@ -3,7 +3,7 @@ the order in which steps are emitted. A backend subclasses it and fills in the s
 
 from __future__ import annotations
 
-from ..ir.nodes import Expr, Reduce, walk
+from ..ir.nodes import AxisRef, Expr, Load, Reduce, walk
 from ..schedule.plan import KernelPlan, PLoop, Step
 
 
@@ -42,3 +42,10 @@ def levels(k: KernelPlan) -> list[tuple[PLoop | None, list[Step]]]:
     for lp in seq:
         out.append((lp, [s for s in k.steps if s.level == lp.name]))
     return out
+
+
+def reads_contiguous(ld: Load, axis: str) -> bool:
+    """Whether `axis` appears in the load's last (fastest) index."""
+    if not ld.index:
+        return False
+    return any(isinstance(x, AxisRef) and x.axis.name == axis for x in walk(ld.index[-1]))
