@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..plan.model import Plan
 from ..schedule.errors import MoveError
-from ..schedule.plan import Plan
 from ..schedule.state import Schedule
 
 

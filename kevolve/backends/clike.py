@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.nodes import AxisRef, Const, Dim, Expr, Load, Reduce, op_dims, walk
-from ..schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
+from ..plan.model import AxisMap, KernelPlan, Plan, PLoop, Step
+from ..plan.walk import KernelWalk, grid_count, reduces_in
 from .cstyle.stmts import Assign, Check, Comment, Decl, For, If, Prefetch
 from .pyexpr import Ctx, PyLang, emit, linear_offset
-from .tilewriter import grid_count, levels, reduces_in
 
 # -- languages ----------------------------------------------------------------------------
 
@@ -87,15 +87,14 @@ def ptr(name: str) -> str:
     return f"p_{name}"
 
 
-class ScalarBuilder:
+class ScalarBuilder(KernelWalk):
     """Builds the loop tree of one kernel of a plan for a scalar language."""
 
     def __init__(self, plan: Plan, k: KernelPlan, lang: CLang):
-        self.plan, self.k, self.lang = plan, k, lang
+        super().__init__(plan, k)
+        self.lang = lang
         self.var: dict[str, str] = {}
         self.n = 0
-        self.loops = {lp.name: lp for lp in k.loops}
-        self.role = {lp.name: lp.role for lp in k.loops}  # reduce loops join as they open
 
     def fresh(self, base: str) -> str:
         self.n += 1
@@ -106,34 +105,34 @@ class ScalarBuilder:
 
     def build(self) -> list:
         """The kernel body: grid loops around the program (steps by level)."""
-        k = self.k
-        outer: list = []
-        body = outer
-        for lp in k.grid:
+        return self.walk()
+
+    # -- the walk's hooks ----------------------------------------------------------------
+    def open_grid(self, out: list) -> list:
+        """Grid loops (parallel on the host), nested; the program runs in the innermost."""
+        body = out
+        for lp in self.k.grid:
             v = f"g_{lp.name}"
             self.var[lp.name] = v
             inner: list = []
-            body.append(For(v, f"({self.ex(grid_count(k, lp), Ctx())})", inner, "grid"))
+            body.append(For(v, f"({self.ex(grid_count(self.k, lp), Ctx())})", inner, "grid"))
             body = inner
-        ctx = Ctx()
-        root_maps = {m.axis.name: m for m in k.steps[-1].spatial}
-        for m in root_maps.values():  # grid-only axes: their values may bound the loops below
-            if all(self.role.get(ln) == "grid" for ln in m.loops):
-                self.value(m, ctx, body, None)
-        for lvl, steps in levels(k):
-            if lvl is not None:
-                m = next(mm for mm in root_maps.values() if lvl.name in mm.loops)
-                self.bounds(m, ctx, body)
-                s = m.strides[m.loops.index(lvl.name)]
-                v = f"s_{lvl.name}"
-                inner = []
-                body.append(For(v, f"(({ctx.axes['__ext_' + m.axis.name]}) + {s - 1}) / {s}",
-                                inner, unroll=lvl.unroll))
-                self.var[lvl.name] = v
-                body = inner
-            for st in steps:
-                self.step(st, ctx, body)
-        return outer
+        return body
+
+    def context(self) -> Ctx:
+        return Ctx()
+
+    def axis_value(self, m: AxisMap, ctx: Ctx, out: list) -> None:
+        self.value(m, ctx, out, None)
+
+    def open_seq(self, lvl: PLoop, m: AxisMap, stride: int, ctx: Ctx, body: list) -> list:
+        self.bounds(m, ctx, body)
+        v = f"s_{lvl.name}"
+        inner: list = []
+        body.append(For(v, f"(({ctx.axes['__ext_' + m.axis.name]}) + {stride - 1}) / {stride}",
+                        inner, unroll=lvl.unroll))
+        self.var[lvl.name] = v
+        return inner
 
     # -- axes ------------------------------------------------------------------------
     def bounds(self, m: AxisMap, ctx: Ctx, out: list) -> None:

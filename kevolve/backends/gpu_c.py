@@ -31,15 +31,15 @@ from dataclasses import dataclass, field, replace
 
 from ..ir import dtypes as dt
 from ..ir.nodes import AxisRef, Const, Load, Reduce, op_dims, walk
+from ..plan.model import KernelPlan, Plan, Step
+from ..plan.walk import grid_count, grid_decode, reduces_in
 from ..schedule.errors import MoveError
-from ..schedule.plan import KernelPlan, Plan, Step
 from .clike import CLang, ScalarBuilder, c_float, c_line, ptr
 from .cstyle.stmts import Assign, Comment, Decl, For, If, Line, Range, Scope, Unroll
 from .gpu_cache import Tiles
 from .gpu_dot import DotBuilder
 from .gpu_vector import Vectors
 from .pyexpr import Ctx, PyLang, emit
-from .tilewriter import grid_count, levels, reduces_in
 
 # -- languages ----------------------------------------------------------------------------
 
@@ -180,59 +180,27 @@ class GpuBuilder(ScalarBuilder):
             if hints:  # its operand tiles are in shared memory already
                 dot.insert(0, Comment(f"{', '.join(hints)}: not used by the tiled dot path"))
             return dot
-        k = self.k
-        out: list = [Decl("tid", "i64", f"(int64_t){self.g.thread_idx}")]
+        return self.walk()
+
+    def open_grid(self, out: list) -> list:
+        """A program is one thread block: the thread index, then the grid indices."""
+        out.append(Decl("tid", "i64", f"(int64_t){self.g.thread_idx}"))
         self.grid_ids(out)
-        ctx = Ctx()
-        root_maps = {m.axis.name: m for m in k.steps[-1].spatial}
-        for m in root_maps.values():  # grid-only axes: their values may bound the loops below
-            if all(self.role.get(ln) == "grid" for ln in m.loops):
-                self.value(m, ctx, out, None)
-        body = out
-        for lvl, steps in levels(k):
-            if lvl is not None:
-                m = next(mm for mm in root_maps.values() if lvl.name in mm.loops)
-                self.bounds(m, ctx, body)
-                s = m.strides[m.loops.index(lvl.name)]
-                v = f"s_{lvl.name}"
-                inner: list = []
-                body.append(For(v, f"(({ctx.axes['__ext_' + m.axis.name]}) + {s - 1}) / {s}",
-                                inner, unroll=lvl.unroll))
-                self.var[lvl.name] = v
-                body = inner
-            for st in steps:
-                self.step(st, ctx, body)
-            if lvl is not None:  # the next iteration overwrites shared values others read
-                body.append(Line(self.g.barrier))
         return out
+
+    def close_seq(self, lvl, body: list) -> None:
+        body.append(Line(self.g.barrier))  # the next trip overwrites shared values others read
 
     def grid_ids(self, out: list) -> None:
         """Decode the flattened block index into one index per grid loop (last fastest);
         two grid loops with group_m get grouped ordering (L2 reuse in GEMMs)."""
         k = self.k
-        g = k.grid
-        if not g:
+        if not k.grid:
             return
         out.append(Decl("pid", "i64", f"(int64_t){self.g.block_idx}"))
-        counts = [self.ex(grid_count(k, lp), Ctx()) for lp in g]
-        if k.group_m and len(g) == 2:
-            a, b = g
-            out += [Decl("n_a", "i64", counts[0]), Decl("n_b", "i64", counts[1]),
-                    Decl("per_group", "i64", f"{k.group_m} * n_b"),
-                    Decl("first", "i64", f"(pid / per_group) * {k.group_m}"),
-                    Decl("gsize", "i64", f"kv_min(n_a - first, {k.group_m})"),
-                    Decl(f"g_{a.name}", "i64", "first + (pid % per_group) % gsize"),
-                    Decl(f"g_{b.name}", "i64", "(pid % per_group) / gsize")]
-        else:
-            rest = "pid"
-            for lp, c in reversed(list(zip(g, counts))):
-                if lp is g[0]:
-                    out.append(Decl(f"g_{lp.name}", "i64", rest))
-                else:
-                    out.append(Decl(f"g_{lp.name}", "i64", f"{rest} % ({c})"))
-                    out.append(Decl(f"rest_{lp.name}", "i64", f"{rest} / ({c})"))
-                    rest = f"rest_{lp.name}"
-        for lp in g:
+        counts = [self.ex(grid_count(k, lp), Ctx()) for lp in k.grid]
+        out += [Decl(v, "i64", e) for v, e in grid_decode(k, counts)]
+        for lp in k.grid:
             self.var[lp.name] = f"g_{lp.name}"
 
     # -- one step ------------------------------------------------------------------------

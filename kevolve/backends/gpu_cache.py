@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.nodes import AxisRef, Load, Reduce, walk
+from ..plan.model import AxisMap, PLoop, Step
 from ..schedule.errors import MoveError
-from ..schedule.plan import AxisMap, PLoop, Step
 from .cstyle.stmts import Assign, Comment, Decl, If, Line, Range
 from .gpu_vector import Access, loads_with_conds, refs
 from .pyexpr import Ctx, emit, linear_offset

@@ -21,10 +21,10 @@ from dataclasses import replace
 
 from ..ir import dtypes as dt
 from ..ir.nodes import AxisRef, Binary, Cast, Load, Reduce, walk
-from ..schedule.plan import Step
+from ..plan.model import Step
+from ..plan.walk import reads_contiguous, reduces_in
 from .cstyle.stmts import Assign, Comment, Decl, For, If, Line, Range, Scope
 from .pyexpr import Ctx, emit
-from .tilewriter import reads_contiguous, reduces_in
 
 
 class _Fallback(Exception):

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 
 from ..ir.interp import InterpError, eval_int
 from ..ir.nodes import AxisRef, Binary, Const, Expr, Load, Reduce, Unary, Where, children, walk
-from ..schedule.plan import AxisMap, PLoop, Step
+from ..plan.model import AxisMap, PLoop, Step
+from ..plan.walk import reduces_in
 from .cstyle.stmts import Assign, Comment, Decl, If, Line, Unroll
 from .pyexpr import Ctx, linear_offset
-from .tilewriter import reduces_in
 
 MAX_ACCESS = 16  # bytes: the widest load or store one instruction makes (sm_90, gfx9)
 # bf16/f16 lanes are raw 16-bit patterns in registers (the module templates' helpers)

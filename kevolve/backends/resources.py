@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.nodes import Load, product_factors
+from ..plan.model import KernelPlan, Plan, Step
 from ..schedule.errors import MoveError
-from ..schedule.plan import KernelPlan, Plan, Step
 
 
 @dataclass(frozen=True)

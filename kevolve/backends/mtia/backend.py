@@ -16,14 +16,14 @@ from functools import lru_cache
 
 from ...ir.interp import eval_int
 from ...ir.nodes import Load, op_dims, walk
+from ...plan.model import KernelPlan, Plan
+from ...plan.walk import grid_count
 from ...resources import templates_dir
 from ...schedule.errors import MoveError
-from ...schedule.plan import KernelPlan, Plan
 from ..base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
 from ..clike import c_signature
 from ..cpu import CompileError, host_parts, launch_args
 from ..templating import banner, render
-from ..tilewriter import grid_count
 from .builder import MTIA_LANG, MtiaBuilder
 from .model import MachineModel, kernel_estimate, total_estimate
 from .program import DEVICE_BYTES, ProgramText, Stager, print_mtia, program_cost

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from ...ir.interp import eval_int
 from ...ir.nodes import AxisRef, Binary, Const, Expr, Load, Reduce, Where, children
-from ...schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
+from ...plan.model import AxisMap, KernelPlan, Plan, PLoop, Step
 from ..clike import Assign, CLang, Comment, Decl, For, ScalarBuilder, c_expr_lang, c_load
 from ..pyexpr import Ctx, axes_in, emit, strides
 
