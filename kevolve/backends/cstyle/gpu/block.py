@@ -22,97 +22,24 @@ epilogue take a tiled path: operand tiles staged in shared memory, a per-thread 
 micro-tile (or WMMA tensor-core fragments for bf16/f16 operands on CUDA), and the epilogue
 evaluated at the store. Every other shape of plan takes the generic path above.
 
-A language is data (`GpuLang`): index names, shuffle, barrier, the wavefront, types."""
+A language is data (`CudaLanguage`, `HipLanguage`): index names, shuffle, barrier, the
+wavefront, types."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from ..ir import dtypes as dt
-from ..ir.nodes import AxisRef, Const, Load, Reduce, op_dims, walk
-from ..plan.model import KernelPlan, Plan, Step
-from ..plan.walk import grid_count, grid_decode, reduces_in
-from ..schedule.errors import MoveError
-from .clike import CLang, ScalarBuilder, c_float, c_line, ptr
-from .cstyle.stmts import Assign, Comment, Decl, For, If, Line, Range, Scope, Unroll
-from .gpu_cache import Tiles
-from .gpu_dot import DotBuilder
-from .gpu_vector import Vectors
-from .pyexpr import Ctx, PyLang, emit
-
-# -- languages ----------------------------------------------------------------------------
-
-
-def _gpu_expr() -> PyLang:
-    u = {"exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "rsqrtf({})",
-         "sigmoid": "(1.0f / (1.0f + expf(-({}))))", "erf": "erff({})", "abs": "fabsf({})",
-         "tanh": "tanhf({})", "not": "(!({}))"}
-    ops = {"add": "+", "sub": "-", "mul": "*", "mod": "%", "lt": "<", "le": "<=", "gt": ">",
-           "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||", "pow": "**"}
-    casts = {"f32": "((float)({}))", "f64": "((double)({}))", "i32": "((int32_t)({}))",
-             "i64": "((int64_t)({}))", "bool": "((int)({}))", "bf16": "kv_round_bf16({})",
-             "f16": "kv_round_f16({})"}
-
-    def load(p: str, off: str, mask, ld: Load) -> str:
-        if ld.buffer.dtype in (dt.bf16, dt.f16):
-            return f"kv_f32({p}[{off}])"
-        return f"{p}[{off}]"
-    return PyLang(unary={k: v.format for k, v in u.items()}, maximum="fmaxf",
-                  minimum="fminf", where=lambda c, a, b: f"(({c}) ? ({a}) : ({b}))",
-                  load=load, cast=lambda c, t: casts[t.name].format(c), float_const=c_float,
-                  binops=ops, intdiv="/", int_maximum="kv_max", int_minimum="kv_min")
-
-
-GPU_CLANG = CLang(
-    "gpu", _gpu_expr(), {"f32": "float", "f64": "double", "i64": "int64_t", "i32": "int32_t",
-                         "bool": "int"},
-    ident={"sum": "0.0f", "max": "(-INFINITY)", "min": "INFINITY"},
-    combine={"sum": "{a} + {b}", "max": "fmaxf({a}, {b})", "min": "fminf({a}, {b})"},
-    store_cast={"bf16": "kv_bf16({})", "f16": "kv_f16({})", "i64": "(int64_t)({})",
-                "i32": "(int32_t)({})"})
-
-
-@dataclass(frozen=True)
-class GpuLang:
-    """What differs between CUDA and HIP: data only (the templates hold the includes)."""
-
-    name: str  # cuda | hip
-    wavefront: int
-    shfl: str  # "{v}", "{o}", "{w}"
-    bf16: str  # element type of bf16 buffers
-    f16: str
-    thread_idx: str = "threadIdx.x"
-    block_idx: str = "blockIdx.x"
-    barrier: str = "__syncthreads();"
-    warp_barrier: str = "__syncwarp();"
-    wmma: bool = False  # tensor-core fragments (nvcuda::wmma) for bf16/f16 contractions
-    clang: CLang = GPU_CLANG
-    # element dtype -> {lanes: type of one 4- to 16-byte access} for vectorized loads and
-    # stores (kv_* types are the module template's own, where the language has none)
-    vectors: dict = field(default_factory=dict)
-
-    def ptr_type(self, dtype: dt.DType) -> str:
-        return {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t",
-                "bool": "int32_t", "bf16": self.bf16, "f16": self.f16}[dtype.name]
-
-
-_VECTORS = {"f32": {2: "float2", 4: "float4"}, "i32": {2: "int2", 4: "int4"},
-            "i64": {2: "longlong2"}}  # both languages; kv_*: raw bits (see the templates)
-CUDA_LANG = GpuLang("cuda", 32, "__shfl_xor_sync(0xffffffffu, {v}, {o}, {w})",
-                    "__nv_bfloat16", "__half", wmma=True, vectors={
-                        **_VECTORS, "bf16": {2: "__nv_bfloat162", 4: "kv_bf16x4",
-                                                 8: "kv_bf16x8"},
-                        "f16": {2: "__half2", 4: "kv_f16x4", 8: "kv_f16x8"}})
-# HIP (ROCm 5.2) has float4 and __half2 but no bf16 pair: kv_bf16x2 is its 4 bytes
-_HIP_VECTORS = {**_VECTORS, "bf16": {2: "kv_bf16x2", 4: "kv_bf16x4", 8: "kv_bf16x8"},
-                "f16": {2: "__half2", 4: "kv_f16x4", 8: "kv_f16x8"}}
-
-
-def hip_lang(wavefront: int = 64) -> GpuLang:
-    return GpuLang("hip", wavefront, "__shfl_xor({v}, {o}, {w})", "hip_bfloat16", "__half",
-                   warp_barrier="__syncwarp();", vectors=_HIP_VECTORS)
-
+from ....ir.nodes import AxisRef, Reduce, walk
+from ....plan.model import KernelPlan, Plan, Step
+from ....plan.walk import grid_count, grid_decode, reduces_in
+from ....schedule.errors import MoveError
+from ...pyexpr import Ctx, emit
+from ..languages import CudaLanguage
+from ..scalar import ScalarEmitter, ptr
+from ..stmts import Assign, Comment, Decl, For, If, Line, Range, Scope
+from .dot import DotBuilder
+from .tiles import Tiles
+from .vector import Vectors
 
 DEFAULT_WARPS = 4
 _SIZE = {"float": 4, "int64_t": 8, "int32_t": 4, "double": 8}  # bytes; 2 for bf16/f16 types
@@ -127,12 +54,11 @@ def _prod(xs) -> int:
     return r
 
 
-class GpuBuilder(ScalarBuilder):
+class GpuEmitter(ScalarEmitter):
     """Builds one kernel's body as a statement tree for a GPU language."""
 
-    def __init__(self, plan: Plan, k: KernelPlan, lang: GpuLang):
-        super().__init__(plan, k, lang.clang)
-        self.g = lang
+    def __init__(self, plan: Plan, k: KernelPlan, lang: CudaLanguage):
+        super().__init__(plan, k, lang)
         self.W = lang.wavefront
         self.T = (k.num_warps or DEFAULT_WARPS) * lang.wavefront
         self.shared: list[tuple[str, str, int]] = []  # (name, C type, elements)
@@ -184,12 +110,12 @@ class GpuBuilder(ScalarBuilder):
 
     def open_grid(self, out: list) -> list:
         """A program is one thread block: the thread index, then the grid indices."""
-        out.append(Decl("tid", "i64", f"(int64_t){self.g.thread_idx}"))
+        out.append(Decl("tid", "i64", f"(int64_t){self.lang.thread_idx}"))
         self.grid_ids(out)
         return out
 
     def close_seq(self, lvl, body: list) -> None:
-        body.append(Line(self.g.barrier))  # the next trip overwrites shared values others read
+        body.append(Line(self.lang.barrier))  # the next trip overwrites shared values others read
 
     def grid_ids(self, out: list) -> None:
         """Decode the flattened block index into one index per grid loop (last fastest);
@@ -197,7 +123,7 @@ class GpuBuilder(ScalarBuilder):
         k = self.k
         if not k.grid:
             return
-        out.append(Decl("pid", "i64", f"(int64_t){self.g.block_idx}"))
+        out.append(Decl("pid", "i64", f"(int64_t){self.lang.block_idx}"))
         counts = [self.ex(grid_count(k, lp), Ctx()) for lp in k.grid]
         out += [Decl(v, "i64", e) for v, e in grid_decode(k, counts)]
         for lp in k.grid:
@@ -352,7 +278,7 @@ class GpuBuilder(ScalarBuilder):
             body.append(Assign(f"{mname}[{idx}]", ctx.locals[st.online_max]))
             pctx.locals[st.online_max] = f"{mname}[{idx}]"
         pctx.locals[st.stage.name] = f"{name}[{idx}]"
-        out.append(Line(self.g.barrier))
+        out.append(Line(self.lang.barrier))
 
     # -- points and loops --------------------------------------------------------------
     def point(self, st: Step, ctx: Ctx, out: list, flat: str, vs=None) -> list:
@@ -483,7 +409,7 @@ class GpuBuilder(ScalarBuilder):
         o = lane_stride
         while in_warp < R and o < W:
             tmp = [self.fresh("o") for _ in vals]
-            out += [Decl(t, "f32", self.g.shfl.format(v=v, o=o, w=W)) for t, v in zip(tmp, vals)]
+            out += [Decl(t, "f32", self.lang.shfl.format(v=v, o=o, w=W)) for t, v in zip(tmp, vals)]
             out += self.combine(op, vals, tmp)
             in_warp *= 2
             o *= 2
@@ -498,7 +424,7 @@ class GpuBuilder(ScalarBuilder):
         out.append(If(f"{lane} % {in_warp} == 0", w))
         for n, v in enumerate(vals):
             w.append(Assign(f"kv_red{n}[{slot}]", v))
-        out.append(Line(self.g.barrier))
+        out.append(Line(self.lang.barrier))
         out += [Assign(v, self.lang.ident["sum"] if op == "online" and n == 1 else
                        "(-INFINITY)" if op == "online" else self.lang.ident[op])
                 for n, v in enumerate(vals)]
@@ -509,7 +435,7 @@ class GpuBuilder(ScalarBuilder):
         body += [Decl(t, "f32", f"kv_red{n}[{sidx} * {R2} + {i}]")
                  for n, t in enumerate(tmp)]
         body += self.combine(op, vals, tmp)
-        out.append(Line(self.g.barrier))
+        out.append(Line(self.lang.barrier))
 
     # -- online (max, sum) --------------------------------------------------------------
     def online_loop(self, st: Step, r: Reduce, ctx: Ctx, body: list, m: str, s: str,
@@ -531,133 +457,10 @@ class GpuBuilder(ScalarBuilder):
         return s
 
 
-# -- printing -----------------------------------------------------------------------------
-
-
-def print_gpu(stmts: list, lang: GpuLang, ind: int = 1) -> list[str]:
-    types = lang.clang.types
-    out: list[str] = []
-    pad = "    " * ind
-    for s in stmts:
-        if (line := c_line(s, types, pad)) is not None:
-            out.append(line)
-        elif isinstance(s, Line):
-            out.append(f"{pad}{s.text}")
-        elif isinstance(s, If):
-            out.append(f"{pad}if ({s.cond}) {{")
-            out.extend(print_gpu(s.body, lang, ind + 1))
-            out.append(f"{pad}}}")
-        elif isinstance(s, Scope):
-            out.append(f"{pad}{{")
-            out.extend(print_gpu(s.body, lang, ind + 1))
-            out.append(f"{pad}}}")
-        elif isinstance(s, Unroll):
-            body = print_gpu(s.body, lang, ind + 1)
-            var = re.compile(rf"\b{s.var}\b")
-            for i in range(s.count):
-                out.append(f"{pad}{{  /* {s.var} = {i} */")
-                out.extend(var.sub(str(i), line) for line in body)
-                out.append(f"{pad}}}")
-        elif isinstance(s, (For, Range)):
-            if s.unroll:
-                out.append(f"{pad}#pragma unroll {s.unroll}" if s.unroll != "full"
-                           else f"{pad}#pragma unroll")
-            if isinstance(s, For):
-                out.append(f"{pad}for (int64_t {s.var} = 0; {s.var} < {s.hi}; ++{s.var}) {{")
-            else:
-                out.append(f"{pad}for (int64_t {s.var} = {s.start}; {s.var} < {s.stop}; "
-                           f"{s.var} += {s.step}) {{")
-            out.extend(print_gpu(s.body, lang, ind + 1))
-            out.append(f"{pad}}}")
-        else:
-            raise TypeError(f"cannot print {type(s).__name__}")
-    return out
-
-
-# -- the module ---------------------------------------------------------------------------
-
-HOST_EXPR = PyLang(unary={}, maximum="max", minimum="min",
-                   where=lambda c, a, b: f"(({a}) if ({c}) else ({b}))",
-                   load=lambda p, off, mask, ld: f"{p}[{off}]",
-                   cast=lambda c, t: f"int({c})" if t.is_int else f"float({c})",
-                   int_maximum="max", int_minimum="min")
-
-
-@dataclass
-class KernelInfo:
-    name: str
-    threads: int
-    shared_bytes: int
-    path: str  # generic | dot-simt | dot-wmma
-    body: str
-    shared: list[str] = field(default_factory=list)
-
-
-def render_module(plan: Plan, lang: GpuLang) -> dict:
-    """Everything the module templates need, plus a host-side launch description (Python
-    expressions over dims) for loaders that launch the compiled kernels themselves."""
-    op = plan.op
-    dims = op_dims(op)
-    names = [b.name for b in op.inputs] + list(op.outputs)
-    allb = names + list(plan.scratch)
-    params = []
-    for n in allb:
-        b = op.buffer(n)
-        const = "const " if n in {x.name for x in op.inputs} else ""
-        params.append(f"{const}{lang.ptr_type(b.dtype)} *__restrict__ p_{n}")
-    params += [f"const int64_t d_{d}" for d in dims]
-    args = ", ".join([f"p_{n}" for n in allb] + [f"d_{d}" for d in dims])
-    kernels: list[KernelInfo] = []
-    launch = []
-    cctx, pctx = Ctx(), Ctx()
-    vec_guards: list = []  # shape guards the vector accesses rely on
-    aligned: dict[str, int] = {}  # buffer -> bytes of alignment vector accesses need
-    vectors = False
-    for k in plan.kernels:
-        b = GpuBuilder(plan, k, lang)
-        body = "\n".join(print_gpu(b.build(), lang))
-        kernels.append(KernelInfo(k.name, b.T, b.shared_bytes, b.path, body, b.shared_decls()))
-        vec_guards += [g for g in b.vec.guards if g not in vec_guards]
-        for n, by in b.vec.aligned.items():
-            aligned[n] = max(aligned.get(n, 0), by)
-        vectors = vectors or b.vec.used
-        gl = [grid_count(k, lp) for lp in k.grid]
-        launch.append({"name": k.name, "threads": b.T, "shared_bytes": b.shared_bytes,
-                       "path": b.path,
-                       "grid": " * ".join(f"({emit(e, pctx, HOST_EXPR, str)})" for e in gl)
-                       or "1",
-                       "grid_c": " * ".join(f"({emit(e, cctx, lang.clang.expr, str)})"
-                                            for e in gl) or "1"})
-    guards = [{"cond": emit(c, cctx, lang.clang.expr, lambda n: f"p_{n}"),
-               "py": emit(c, pctx, HOST_EXPR, str), "msg": m}
-              for c, m in [g for k in plan.kernels for g in k.guards] + vec_guards]
-    align = [{"name": n, "bytes": aligned[n], "msg": f"buffer {n!r} must start on a "
-              f"{aligned[n]}-byte boundary (vectorized loads and stores)"}
-             for n in names if n in aligned]
-    scratch = []
-    for n in plan.scratch:
-        b = op.stage(n).out
-        scratch.append({"name": n, "dtype": b.dtype.name, "ctype": lang.ptr_type(b.dtype),
-                        "numel": " * ".join(f"({emit(s, pctx, HOST_EXPR, str)})"
-                                            for s in b.shape) or "1",
-                        "numel_c": " * ".join(f"({emit(s, cctx, lang.clang.expr, str)})"
-                                              for s in b.shape) or "1"})
-    buffers = [{"name": n, "ctype": lang.ptr_type(op.buffer(n).dtype)} for n in names]
-    # argument unpacking for the emulator's per-kernel entry points (kv_emu_<kernel>)
-    emu_args = ", ".join([f"*({lang.ptr_type(op.buffer(n).dtype)} **)a[{i}]"
-                          for i, n in enumerate(allb)] +
-                         [f"*(const int64_t *)a[{len(allb) + i}]" for i in range(len(dims))])
-    return {"kernels": kernels, "params": ", ".join(params), "args": args, "dims": dims,
-            "emu_args": emu_args,
-            "buffers": buffers, "guards": guards, "scratch": scratch, "launch": launch,
-            "buffer_names": names, "wmma": any(k.path == "dot-wmma" for k in kernels),
-            "aligned": align, "vectors": vectors}
-
-
 # -- the third legality layer for GPU C languages -----------------------------------------
 
 
-def check_gpu(backend, sched, plan: Plan, lang: GpuLang) -> None:
+def check_gpu(backend, sched, plan: Plan, lang: CudaLanguage) -> None:
     """Threads per block, the wavefront and shared memory, each error naming the limit."""
     caps = backend.caps
     for s in sched.stages:
@@ -677,7 +480,7 @@ def check_gpu(backend, sched, plan: Plan, lang: GpuLang) -> None:
                             f"block, over the limit of {caps.max_threads}",
                             f"use at most {caps.max_threads // lang.wavefront} warps "
                             "(launch num_warps)")
-        b = GpuBuilder(plan, k, lang)
+        b = GpuEmitter(plan, k, lang)
         b.build()
         if b.shared_bytes > caps.shared_bytes:
             parts = ", ".join(f"{n} {c * _SIZE.get(t, 2)} B" for n, t, c, _ in b.shared)
@@ -690,6 +493,4 @@ def check_gpu(backend, sched, plan: Plan, lang: GpuLang) -> None:
                             "smaller k tile for contractions)")
 
 
-__all__ = ["GpuLang", "GpuBuilder", "CUDA_LANG", "hip_lang", "render_module", "check_gpu",
-           "print_gpu", "Line", "If", "Scope", "Range",
-           "Unroll", "Const"]
+__all__ = ["DEFAULT_WARPS", "GpuEmitter", "check_gpu"]
