@@ -81,10 +81,11 @@ class GpuEmitter(ScalarEmitter):
         return off
 
     def shared_decls(self) -> list[str]:
-        out = [f"    __shared__ float kv_red{i}[{self.T}];" for i in range(self.red_arrays)]
+        sh = self.lang.shared_prefix
+        out = [f"    {sh} float kv_red{i}[{self.T}];" for i in range(self.red_arrays)]
         for name, t, n, align in self.shared:
             spec = f"__align__({align}) " if align > 4 else ""
-            out.append(f"    __shared__ {spec}{t} {name}[{n}];")
+            out.append(f"    {sh} {spec}{t} {name}[{n}];")
         return out
 
     def ex(self, e, ctx: Ctx) -> str:
