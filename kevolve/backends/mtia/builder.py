@@ -12,7 +12,7 @@ from ...ir.interp import eval_int
 from ...ir.nodes import AxisRef, Binary, Const, Expr, Load, Reduce, Where, children
 from ...plan.model import AxisMap, KernelPlan, Plan, PLoop, Step
 from ..cstyle.language import CStyleLanguage
-from ..cstyle.scalar import ScalarEmitter
+from ..cstyle.scalar import ScalarEmitter, ptr
 from ..cstyle.stmts import Assign, Comment, Decl, For
 from ..pyexpr import Ctx, axes_in, emit, strides
 
@@ -80,7 +80,7 @@ class MtiaEmitter(ScalarEmitter):
         cond, clamp = _guarded_loads(e)
         self._cond, self._clamp = saved[0] | cond, {**saved[1], **clamp}
         try:
-            return emit(e, ctx, self.xlang, _ptr)
+            return emit(e, ctx, self.xlang, ptr)
         finally:
             self._ctx.pop()
             self._cond, self._clamp = saved
@@ -139,7 +139,7 @@ class MtiaEmitter(ScalarEmitter):
         return None
 
     def _text(self, e: Expr, ctx: Ctx) -> str:
-        return emit(e, ctx, self.xlang, _ptr)
+        return emit(e, ctx, self.xlang, ptr)
 
     # -- axis values and loops: remember which block loop a value ranges over -------------
     def value(self, m: AxisMap, ctx: Ctx, out: list, block_var: str | None) -> None:
@@ -255,10 +255,6 @@ class MtiaEmitter(ScalarEmitter):
             return float(lp.size)
         others = math.prod(c for j, c in enumerate(counts) if j != i and c is not None)
         return float(min(lp.size, bound / max(others, 1)))
-
-
-def _ptr(name: str) -> str:
-    return f"p_{name}"
 
 
 def _guarded_loads(e: Expr) -> tuple[set, dict]:

@@ -8,9 +8,10 @@ import re
 from dataclasses import dataclass
 
 from ...ir.nodes import Const, Expr
+from ..cstyle.scalar import ptr
 from ..cstyle.stmts import Assign, Decl, For
 from ..pyexpr import Ctx, emit, strides
-from .builder import TOKEN, Access, DotSite, MtiaEmitter, _ptr
+from .builder import TOKEN, Access, DotSite, MtiaEmitter
 from .language import MTIA_LANG, Alloc, Call, Dma, Wait
 from .model import MachineModel, ProgramCost
 
@@ -120,7 +121,7 @@ class Stager:
             staged = self.stage_load(n, a, chain) if a.dims is not None else None
             self.resolved[n] = staged
             if staged is None:
-                return f"kv_ld({_ptr(a.buf.name)}, {self.resolve(a.offset, chain)})"
+                return f"kv_ld({ptr(a.buf.name)}, {self.resolve(a.offset, chain)})"
             tile, st = staged
             idx = " + ".join(v if k == 1 else f"{v} * {k}" for v, k in st.items())
             return f"{tile.name}[{idx}]"
@@ -213,10 +214,10 @@ class Stager:
         for d in ranges:
             if d.kind == "gather":
                 (ist,) = strides(d.index.shape)
-                addr = f"{_ptr(d.index.name)} + ({texts[id(d)]})"
+                addr = f"{ptr(d.index.name)} + ({texts[id(d)]})"
                 gather = (addr if ist == Const(1) else f"{addr} * {self._dim_text(ist)}",
                           DEVICE_BYTES[d.index.dtype.name])
-        dma = Dma(out, name, f"{_ptr(a.buf.name)} + {base}",
+        dma = Dma(out, name, f"{ptr(a.buf.name)} + {base}",
                   [bounds[d.var] for d in ranges],
                   [self._dim_text(s) for d, s in zip(a.dims, bstr) if d.kind != "scalar"],
                   order[:-1], esize, [self.b.trips(loops[d.var].var) for d in ranges], gather)
@@ -227,14 +228,14 @@ class Stager:
         return tile
 
     def _dim_text(self, s: Expr) -> str:
-        return emit(s, Ctx(), self.b.lang.expr, _ptr)
+        return emit(s, Ctx(), self.b.lang.expr, ptr)
 
     def store(self, n: int, s: Assign, chain: list[Frame]):
         a = self.b.accesses[n]
         value = self.resolve(s.value, chain)
         box = self._box(a, chain) if a.dims is not None else None
         if box is None:
-            return Call(f"kv_st({_ptr(a.buf.name)}, {self.resolve(a.offset, chain)}, "
+            return Call(f"kv_st({ptr(a.buf.name)}, {self.resolve(a.offset, chain)}, "
                         f"{value})", value, 1)
         top, bounds, loops, texts = box
         tile = self._new_tile(None, a, top, bounds, loops, texts, out=True)

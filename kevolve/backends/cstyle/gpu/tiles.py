@@ -28,6 +28,7 @@ from ....ir.nodes import AxisRef, Load, Reduce, walk
 from ....plan.model import AxisMap, PLoop, Step
 from ....schedule.errors import MoveError
 from ...pyexpr import Ctx, emit, linear_offset
+from ..scalar import ptr
 from ..stmts import Assign, Comment, Decl, If, Line, Range
 from .vector import Access, loads_with_conds, refs
 
@@ -137,9 +138,9 @@ class Tiles:
         if m.fused:
             f, which = m.fused
             inner = b.k.root.axis(b.loops[f].origin[1])
-            ie = emit(inner.extent, c, b.lang.expr, _ptr)
+            ie = emit(inner.extent, c, b.lang.expr, ptr)
             return f"({b.var[f]} {'/' if which == 0 else '%'} ({ie}))"
-        parts = [emit(m.axis.start, c, b.lang.expr, _ptr)]
+        parts = [emit(m.axis.start, c, b.lang.expr, ptr)]
         for ln, s in zip(m.loops, m.strides):
             lp = next((x for x in st.reduce_loops if x.name == ln), None) if red \
                 else b.loops[ln]
@@ -173,9 +174,9 @@ class Tiles:
     def key(self, st: Step, ld: Load, canon: Ctx, strict: bool = True):
         """What identifies the tile `ld` reads: its element at each tile coordinate, and
         the bounds of the axes it spans (the copy is masked by them)."""
-        text = emit(ld, canon, self.b.lang.expr, _ptr)
+        text = emit(ld, canon, self.b.lang.expr, ptr)
         spans = tuple((p, size, canon.axes[a], emit(m.axis.extent, canon, self.b.lang.expr,
-                                                     _ptr))
+                                                     ptr))
                       for p, size, a, m, _ in self.positions(st, ld))
         if _UNTILED in text or any(_UNTILED in x for s in spans for x in s[2:]):
             if not strict:
@@ -304,6 +305,3 @@ class Tiles:
         v = f"{tile.name}[{' + '.join(reversed(flat)) or '0'}]"
         return f"kv_f32({v})" if tile.widen else v
 
-
-def _ptr(name: str) -> str:
-    return f"p_{name}"
