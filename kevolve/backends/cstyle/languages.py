@@ -54,8 +54,7 @@ class CudaLanguage(CStyleLanguage):
     load_casts = {"bf16": "kv_f32({})", "f16": "kv_f32({})"}  # 16-bit loads widen to float
     buffer_types = {**CStyleLanguage.buffer_types, "bool": "int32_t", "bf16": "__nv_bfloat16",
                     "f16": "__half"}
-    store_cast = {"bf16": "kv_bf16({})", "f16": "kv_f16({})", "i64": "(int64_t)({})",
-                  "i32": "(int32_t)({})"}
+    store_cast = {**CStyleLanguage.store_cast, "bf16": "kv_bf16({})", "f16": "kv_f16({})"}
     unroll_pragma, unroll_full = "#pragma unroll {}", "#pragma unroll"
     wavefront = 32
     thread_idx, block_idx = "threadIdx.x", "blockIdx.x"
@@ -131,7 +130,7 @@ class NumbaLanguage(CStyleLanguage):
              "bool": "bool({})"}
     types: dict[str, str] = {}
     ident = {"sum": "np.float32(0.0)", "max": "-np.inf", "min": "np.inf"}
-    combine = {"sum": "{a} + {b}", "max": "max({a}, {b})", "min": "min({a}, {b})"}
+    combine = {**CStyleLanguage.combine, "max": "max({a}, {b})", "min": "min({a}, {b})"}
     min_call = "min({a}, {b})"
     to_acc = "{}"
     zero = "0.0"
