@@ -51,11 +51,11 @@ LAYERS: dict[str, int] = {
 # lines. A new violation fails the test; so does a line here that no longer applies.
 ALLOWED: set[tuple[str, str]] = {
     ("kevolve.ir.spec", "kevolve.ops"),
+    # compatibility re-export, removed at integration (plans moved to kevolve.plan)
+    ("kevolve.schedule.lower", "kevolve.plan.lower"),
+    ("kevolve.schedule.plan", "kevolve.plan.model"),
 }
-ALLOWED_CYCLES: set[frozenset[str]] = {
-    frozenset({"kevolve.backends.gpu_c", "kevolve.backends.gpu_cache",
-               "kevolve.backends.gpu_dot", "kevolve.backends.gpu_vector"}),
-}
+ALLOWED_CYCLES: set[frozenset[str]] = set()
 
 
 def module_name(path: Path) -> str:

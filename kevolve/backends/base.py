@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from ..plan.model import Plan
 from ..schedule.errors import MoveError
-from ..schedule.plan import Plan
 from ..schedule.state import Schedule
+from .toolchain import cache_dir  # noqa: F401  (re-exported: it lives in toolchain.py)
 
 
 @dataclass(frozen=True)
@@ -154,12 +153,3 @@ def check_caps(backend: Backend, sched: Schedule, plan: Plan) -> None:
                                 f"{st.stage.name!r} works on a tile of {elems} elements, over"
                                 f" {backend.name}'s limit of {caps.max_tile_elems}",
                                 "split an axis into smaller tiles")
-
-
-def cache_dir() -> Path:
-    """Where builds are cached: $KEVOLVE_CACHE or ~/.cache/kevolve (read once, at the edge)."""
-    root = os.environ.get("KEVOLVE_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "kevolve")
-    p = Path(root)
-    p.mkdir(parents=True, exist_ok=True)
-    return p

@@ -11,26 +11,19 @@ import ctypes
 import json
 import os
 import shutil
-import subprocess
 
-import numpy as np
-
-from ..ir.interp import bind_dims
 from ..ir.nodes import op_dims
 from ..schedule.errors import MoveError
-from .base import Backend, Caps, Kernel, KernelSource, cache_dir
-from .clike import C_TYPES, CLang, ScalarBuilder, c_expr_lang, c_load, c_signature, print_c
-from .pyexpr import Ctx, emit
+from .base import Backend, Caps, Kernel, KernelSource
+from .cstyle.host import c_signature, host_parts, launch_args
+from .cstyle.languages import CLanguage
+from .cstyle.scalar import ScalarEmitter
 from .templating import banner, render
+from .toolchain import CompileError, cache_dir, run_tool
 
-CPU_LANG = CLang(
-    "c", c_expr_lang(c_load), {"f32": "float", "i64": "int64_t", "i32": "int32_t",
-                               "f64": "double", "bool": "int"},
-    ident={"sum": "0.0f", "max": "(-FLT_MAX)", "min": "FLT_MAX"},
-    combine={"sum": "{a} + {b}", "max": "fmaxf({a}, {b})", "min": "fminf({a}, {b})"},
-    omp=True, store_cast={"bf16": "kv_round_bf16({})", "i64": "(int64_t)({})",
-                          "i32": "(int32_t)({})"},
-    prefetch="__builtin_prefetch(&{}, 0, 0)")
+__all__ = ["CpuBackend", "CompileError", "CFLAGS", "LDFLAGS", "compile_c"]
+
+CPU_LANG = CLanguage()
 
 CFLAGS = ("-O3", "-march=native", "-fopenmp", "-ffast-math", "-fPIC", "-std=c11")
 # Linked without -ffast-math: gcc would add crtfastmath.o, which flushes subnormals to zero
@@ -59,12 +52,12 @@ class CpuBackend(Backend):
             if b.dtype.name not in self.caps.dtypes:
                 raise MoveError(None, "backend.dtype", f"the cpu backend has no {b.dtype} "
                                 f"(buffer {b.name!r})", "use an f32 variant of the op")
-        sig = c_signature(plan, "restrict")
+        sig = c_signature(plan, CPU_LANG, "restrict")
         dims, names, bufs = sig["dims"], sig["names"], sig["buffers"]
         params, args = sig["params"], sig["args"]
         kernels = []
         for k in plan.kernels:
-            body = "\n".join(print_c(ScalarBuilder(plan, k, CPU_LANG).build(), CPU_LANG))
+            body = "\n".join(CPU_LANG.render(ScalarEmitter(plan, k, CPU_LANG).build()))
             kernels.append({"name": k.name, "body": body})
         guards, messages, scratch = host_parts(plan, CPU_LANG)
         text = render("cpu/module.c.j2", banner=banner("//", op.name, self.name), op=op.name,
@@ -96,41 +89,6 @@ class CpuBackend(Backend):
         return Kernel(source, run, {"cc": self.cc})
 
 
-def host_parts(plan, lang: CLang) -> tuple[list[str], list[str], list[dict]]:
-    """What a host-side C launcher (cpu, mtia) needs beside the kernels: guard conditions,
-    their messages (kv_launch returns the 1-based index of the one that failed), and the
-    scratch buffers to allocate (name, C type, element count)."""
-    ctx = Ctx()
-    guards, messages = [], []
-    for k in plan.kernels:
-        for cond, msg in k.guards:
-            guards.append(emit(cond, ctx, lang.expr, lambda n: f"p_{n}"))
-            messages.append(msg)
-    scratch = []
-    for n in plan.scratch:
-        b = plan.op.stage(n).out
-        size = " * ".join(f"({emit(s, ctx, lang.expr, str)})" for s in b.shape) or "1"
-        scratch.append({"name": n, "ctype": C_TYPES[b.dtype.name], "size": size})
-    return guards, messages, scratch
-
-
-def launch_args(op, arrays: dict, params: dict, names: list[str], types: dict,
-                dims_order: list[str]):
-    """kv_launch's pointer and dims arrays from C-contiguous numpy arrays (or CPU torch
-    tensors, which share their memory)."""
-    ptrs = (ctypes.c_void_p * len(names))()
-    for i, n in enumerate(names):
-        a = arrays[n]
-        if not isinstance(a, np.ndarray):
-            a = a.numpy()
-        if a.dtype != types[n].np or not a.flags.c_contiguous:
-            raise TypeError(f"buffer {n!r} must be a C-contiguous {types[n].np} "
-                            f"array, got {a.dtype}")
-        ptrs[i] = a.ctypes.data
-    dims = bind_dims(op, arrays, params)
-    return ptrs, (ctypes.c_int64 * max(1, len(dims_order)))(*[dims[d] for d in dims_order])
-
-
 def compile_c(source: KernelSource, cc: str) -> ctypes.CDLL:
     """Compile to a shared library cached by source hash; compiler errors are raised with
     the compiler's message (trimmed) so the evaluator can report them."""
@@ -144,13 +102,7 @@ def compile_c(source: KernelSource, cc: str) -> ctypes.CDLL:
         tmp = d / f"{source.hash}.{os.getpid()}.tmp.so"
         for cmd in ([cc, *source.flags, "-c", str(c), "-o", str(obj)],
                     [cc, *LDFLAGS, str(obj), "-o", str(tmp), "-lm"]):
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                raise CompileError(r.stderr[-4000:])
+            run_tool(cmd, tail=4000, name_command=False)
         obj.unlink()
         tmp.replace(so)
     return ctypes.CDLL(str(so))
-
-
-class CompileError(RuntimeError):
-    """The generated source did not compile; the message is the compiler's."""

@@ -13,7 +13,7 @@ from .base import Backend
 BUILTIN = {
     "triton": "kevolve.backends.triton:TritonBackend",
     "cpu": "kevolve.backends.cpu:CpuBackend",
-    "numba": "kevolve.backends.numba_backend:NumbaBackend",
+    "numba": "kevolve.backends.numba:NumbaBackend",
     "cuda": "kevolve.backends.cuda:CudaBackend",
     "hip": "kevolve.backends.hip:HipBackend",
     "mtia": "kevolve.backends.mtia:MtiaBackend",

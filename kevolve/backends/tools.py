@@ -1,34 +1,6 @@
-"""Compiler versions: what `--version` reports, for the toolchain a result is recorded under
-and for build caches keyed by compiler (another compiler, other machine code)."""
+"""Compatibility re-export (the Triton backend imports tool_version from here): compiler
+tools live in kevolve.backends.toolchain."""
 
-from __future__ import annotations
+from .toolchain import tool_version, version_tag
 
-import hashlib
-import os
-import re
-import subprocess
-from functools import lru_cache
-
-
-@lru_cache(maxsize=16)
-def tool_version(path: str, hip_platform: str | None = None) -> str:
-    """A compiler's version as `--version` prints it: `13.0.88` for nvcc (its `V...`), else
-    the lines naming a version (hipcc: HIP's and clang's). `hip_platform` is hipcc's
-    HIP_PLATFORM, which decides what it wraps. Part of the toolchain a result is recorded
-    under, and of the build cache's file names: another compiler, other code."""
-    env = dict(os.environ, HIP_PLATFORM=hip_platform) if hip_platform else None
-    try:
-        text = subprocess.run([path, "--version"], capture_output=True, text=True,
-                              timeout=60, env=env).stdout
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"unknown ({type(e).__name__})"
-    m = re.search(r"release \S+, V(\d+(?:\.\d+)+)", text)
-    if m:
-        return m.group(1)
-    lines = [ln.strip() for ln in text.splitlines() if "version" in ln.lower()]
-    return "; ".join(lines)[:200] or "unknown"
-
-
-def version_tag(path: str, hip_platform: str | None = None) -> str:
-    """Eight hex digits of `tool_version`, for cache file names."""
-    return hashlib.sha256(tool_version(path, hip_platform).encode()).hexdigest()[:8]
+__all__ = ["tool_version", "version_tag"]

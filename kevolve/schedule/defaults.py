@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from ..ir.interp import eval_int
 from ..ir.nodes import AxisRef, Load, Op, Reduce, product_factors, walk
-from .lower import p2
 from .trace import Trace
 
 MAX_TILE = 16384  # elements of one program's tile beyond which defaults split
 SPLIT_TILE = 8192  # the tile a split aims for
 MIN_TILE = 2048  # below this, trailing grid axes join the tile instead
+
+
+def p2(n: int) -> int:
+    """The power of two at or above `n` (at least 1): tile sizes."""
+    return 1 << max(0, (max(int(n), 1) - 1).bit_length())
 
 
 def _contraction(body) -> bool:

@@ -14,7 +14,8 @@ import numpy as np
 from kevolve import ops
 from kevolve.ir.interp import bind_dims, output_shapes
 from kevolve.ir.interp import run as reference
-from kevolve.schedule import Trace, apply_trace, default_trace, lower
+from kevolve.plan import lower
+from kevolve.schedule import Trace, apply_trace, default_trace
 
 SEEDS = (0, 1, 2)
 # (rtol, atol): atol is scaled by the output's largest finite reference magnitude (>= 1).

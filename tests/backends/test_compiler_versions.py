@@ -8,7 +8,7 @@ from __future__ import annotations
 from kevolve.agent.hardware import toolchain
 from kevolve.backends.base import KernelSource
 from kevolve.backends.cuda import CudaBackend
-from kevolve.backends.gpu_runtime import compile_cubin
+from kevolve.backends.cuda.runtime import compile_cubin
 from kevolve.backends.hip import HipBackend
 from kevolve.backends.tools import tool_version
 

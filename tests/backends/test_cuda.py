@@ -31,8 +31,9 @@ from gpu_support import (
 )
 
 from kevolve import api, ops
+from kevolve.backends.cstyle.gpu.block import GpuEmitter
 from kevolve.backends.cuda import CudaBackend
-from kevolve.backends.gpu_c import CUDA_LANG, GpuBuilder
+from kevolve.backends.cuda.backend import CUDA_LANG
 from kevolve.cli import main
 
 EMU = CudaBackend(emulate=True)
@@ -70,7 +71,7 @@ def test_every_op_compiles_for_sm90_and_reports_resources(nvcc):
             assert d["spill_stores"] == d["spill_loads"] == d["stack_frame"] == 0, \
                 (name, preset, d)
             # ptxas' static shared memory is exactly what the layer-3 check accounted for
-            b = GpuBuilder(plan, k, CudaBackend.lang)
+            b = GpuEmitter(plan, k, CudaBackend.lang)
             b.build()
             assert d["shared_bytes"] == b.shared_bytes, (name, preset, d, b.shared)
         assert kern.diagnostics["arch"] == "sm_90"
@@ -238,7 +239,7 @@ def test_vector_cache_variants_compile_for_sm90(nvcc, tmp_path):
             d = kern.diagnostics["kernels"][k.name]
             assert d["registers"] > 0, (cid, d)
             assert d["spill_stores"] == d["spill_loads"] == d["stack_frame"] == 0, (cid, d)
-            b = GpuBuilder(plan, k, CudaBackend.lang)
+            b = GpuEmitter(plan, k, CudaBackend.lang)
             b.build()
             assert d["shared_bytes"] == b.shared_bytes, (cid, d, b.shared)
         assert not vector_cache_ptx_ok(src.text, ptx), (cid, vector_cache_ptx_ok(src.text, ptx))

@@ -30,7 +30,7 @@ from gpu_support import (
 
 from kevolve import ops
 from kevolve.backends.compiler_reports import parse_amd_remarks, parse_ptxas
-from kevolve.backends.gpu_c import GpuBuilder
+from kevolve.backends.cstyle.gpu.block import GpuEmitter
 from kevolve.backends.hip import AMD_TARGETS, HipBackend, retarget_code_object
 from kevolve.cli import main
 
@@ -89,7 +89,7 @@ def test_every_op_compiles_for_amd_targets(hipcc):
             d = diag["kernels"][k.name]
             assert d["vgprs"] > 0 and d["sgprs"] > 0, (name, arch, d)
             assert d["vgpr_spill"] == d["sgpr_spill"] == d["scratch"] == 0, (name, arch, d)
-            b = GpuBuilder(plan, k, be.lang)
+            b = GpuEmitter(plan, k, be.lang)
             b.build()
             assert d["shared_bytes"] >= b.shared_bytes, (name, arch, d, b.shared)
         entries = _bundle_entries(Path(diag["code_object"]).read_bytes())
@@ -265,7 +265,7 @@ def test_vector_cache_variants_compile_for_amd(hipcc):
             d = kern.diagnostics["kernels"][k.name]
             assert d["vgprs"] > 0 and d["vgpr_spill"] == d["sgpr_spill"] == 0, (cid, d)
             assert d["scratch"] == 0, (cid, d)
-            b = GpuBuilder(plan, k, be.lang)
+            b = GpuEmitter(plan, k, be.lang)
             b.build()
             assert d["shared_bytes"] == b.shared_bytes, (cid, d, b.shared)
 
@@ -286,7 +286,7 @@ def test_vector_cache_variants_compile_as_hip_on_cuda(nvcc, tmp_path):
         for k in plan.kernels:
             d = kern.diagnostics["kernels"][k.name]
             assert d["registers"] > 0 and d["spill_stores"] == d["stack_frame"] == 0, (cid, d)
-            b = GpuBuilder(plan, k, be.lang)
+            b = GpuEmitter(plan, k, be.lang)
             b.build()
             assert d["shared_bytes"] == b.shared_bytes, (cid, d, b.shared)
         assert not vector_cache_ptx_ok(src.text, ptx), (cid, vector_cache_ptx_ok(src.text, ptx))

@@ -10,7 +10,7 @@ import backend_checks as bc
 import pytest
 
 from kevolve import ops
-from kevolve.backends.numba_backend import NumbaBackend
+from kevolve.backends.numba import NumbaBackend
 
 BE = NumbaBackend()
 pytestmark = pytest.mark.skipif(not BE.available()[0], reason=BE.available()[1])

@@ -11,7 +11,7 @@ from kevolve.backends.base import Backend, Caps
 from kevolve.ir.builder import axes, compute, dims, exp, f32, input, max_, op, reduce_axis, sum_
 from kevolve.ir.interp import bind_dims
 from kevolve.ir.nodes import Op
-from kevolve.schedule.plan import Plan
+from kevolve.plan.model import Plan
 
 LIBRARY = tuple(ops.names())
 

@@ -16,8 +16,9 @@ import pytest
 from schedlib import small
 
 from kevolve import ops
-from kevolve.schedule import MoveError, Trace, apply_trace, lower
-from kevolve.schedule.plan import Plan, PLoop
+from kevolve.plan import lower
+from kevolve.plan.model import Plan, PLoop
+from kevolve.schedule import MoveError, Trace, apply_trace
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "moves.md"
 FENCE = re.compile(r"^```(json|text)([^\n]*)\n(.*?)^```", re.S | re.M)

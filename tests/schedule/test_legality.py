@@ -10,7 +10,8 @@ import pytest
 from schedlib import CPU_LIKE, GPU_LIKE, CapsOnly, small
 
 from kevolve.backends.base import Caps, check_caps
-from kevolve.schedule import MoveError, Trace, apply_trace, default_trace, lower
+from kevolve.plan import lower
+from kevolve.schedule import MoveError, Trace, apply_trace, default_trace
 
 B_Y_I = {"m": "bind", "stage": "y", "axis": "i", "to": "grid"}
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from movegen import JUNK, aimed_move, junk_move
 from schedlib import ALL, CPU_LIKE, GPU_LIKE, check_plan_shape, small
 
-from kevolve.schedule import MoveError, Trace, apply_trace, default_trace, lower
+from kevolve.plan import lower
+from kevolve.schedule import MoveError, Trace, apply_trace, default_trace
 
 SETTINGS = settings(max_examples=400, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -8,7 +8,8 @@ from schedlib import ALL, LIBRARY, check_plan_shape, small
 
 from kevolve import ops
 from kevolve.ir.interp import bind_dims
-from kevolve.schedule import Trace, apply_trace, default_trace, lower
+from kevolve.plan import lower
+from kevolve.schedule import Trace, apply_trace, default_trace
 
 
 def test_the_library_is_all_here():

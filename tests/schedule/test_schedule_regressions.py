@@ -7,7 +7,8 @@ import jsonschema
 import pytest
 from schedlib import check_plan_shape, small
 
-from kevolve.schedule import MoveError, Trace, apply, apply_trace, initial, lower
+from kevolve.plan import lower
+from kevolve.schedule import MoveError, Trace, apply, apply_trace, initial
 from kevolve.schedule.moves import json_schema
 
 

@@ -2,8 +2,8 @@
 
 One program of a kernel plan is one PE's work item: programs are spread over the PEs
 (`kv_pid = kv_pe_id(); kv_pid += kv_num_pes()`). Inside a program the C-like emitter's
-loop tree (`ScalarBuilder`, subclassed in builder.py) is kept as it is, with three
-MTIA-specific rewrites done by the staging pass (program.py):
+loop tree (`ScalarEmitter`, subclassed in builder.py) is kept as it is, with three
+MTIA-specific rewrites done by the staging pass (staging.py):
 
 - a load whose index is a rectangular slab of the step's block loops (each buffer dim a
   scalar, one block loop's axis plus a scalar, or rows picked by an index buffer) is staged:

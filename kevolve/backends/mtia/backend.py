@@ -9,24 +9,24 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
 from ...ir.interp import eval_int
 from ...ir.nodes import Load, op_dims, walk
+from ...plan.model import KernelPlan, Plan
+from ...plan.walk import grid_count
 from ...resources import templates_dir
 from ...schedule.errors import MoveError
-from ...schedule.plan import KernelPlan, Plan
-from ..base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
-from ..clike import c_signature
-from ..cpu import CompileError, host_parts, launch_args
+from ..base import Backend, Caps, Kernel, KernelSource, check_caps
+from ..cstyle.host import c_signature, host_parts, launch_args
 from ..templating import banner, render
-from ..tilewriter import grid_count
-from .builder import MTIA_LANG, MtiaBuilder
+from ..toolchain import cache_dir, run_tool
+from .builder import MtiaEmitter
+from .language import MTIA_LANG
 from .model import MachineModel, kernel_estimate, total_estimate
-from .program import DEVICE_BYTES, ProgramText, Stager, print_mtia, program_cost
+from .staging import DEVICE_BYTES, ProgramText, Stager, program_cost
 
 CXXFLAGS = ("-O2", "-std=c++17", "-fPIC", "-pthread", "-fvisibility=hidden")
 STATS = ("programs", "dma_in", "dma_in_bytes", "dma_out", "dma_out_bytes", "dma_waits",
@@ -59,7 +59,7 @@ def caps_for(m: MachineModel) -> MtiaCaps:
 @dataclass
 class _Rendered:
     kernel: KernelPlan
-    builder: MtiaBuilder
+    builder: MtiaEmitter
     text: ProgramText
 
 
@@ -104,7 +104,7 @@ class MtiaBackend(Backend):
         dims = dims or plan.dims_dict
         out = []
         for k in plan.kernels:
-            b = MtiaBuilder(plan, k, MTIA_LANG, dims)
+            b = MtiaEmitter(plan, k, MTIA_LANG, dims)
             text = Stager(b, b.build(), self.caps.dma_align).run()
             if text.local_bytes > self.caps.local_bytes:
                 big = sorted(text.allocs, key=lambda a: -a.elems * a.esize)[:4]
@@ -123,13 +123,13 @@ class MtiaBackend(Backend):
     def render(self, plan: Plan) -> KernelSource:
         op = plan.op
         progs = self._programs(plan)
-        sig = c_signature(plan, "__restrict")
+        sig = c_signature(plan, MTIA_LANG, "__restrict")
         dims, names, bufs = sig["dims"], sig["names"], sig["buffers"]
         params, args = sig["params"], sig["args"]
         kernels = []
         for r in progs:
             t = r.text
-            lines = print_mtia(t.allocs, MTIA_LANG, 2)
+            lines = MTIA_LANG.render(t.allocs, 2)
             rest = "kv_pid"
             for j, (v, count) in enumerate(reversed(t.grid)):
                 if j == len(t.grid) - 1:
@@ -137,7 +137,7 @@ class MtiaBackend(Backend):
                 else:
                     lines.append(f"        const int64_t {v} = {rest} % ({count});")
                     rest = f"({rest} / ({count}))"
-            lines += print_mtia(t.body, MTIA_LANG, 2)
+            lines += MTIA_LANG.render(t.body, 2)
             count = " * ".join(f"({c})" for _, c in t.grid) or "1"
             kernels.append({"name": r.kernel.name, "programs": count,
                             "programs_doc": " x ".join(c for _, c in t.grid) or "1",
@@ -230,8 +230,8 @@ def compile_cpp(source: KernelSource, cxx: str) -> ctypes.CDLL:
         src = d / f"{source.hash}.cpp"
         src.write_text(source.text)
         tmp = d / f"{source.hash}.{os.getpid()}.{threading.get_ident()}.tmp.so"
-        _run([cxx, *source.flags, "-shared", f"-I{templates_dir() / 'mtia'}", str(src),
-              str(rt), "-o", str(tmp)])
+        run_tool([cxx, *source.flags, "-shared", f"-I{templates_dir() / 'mtia'}", str(src),
+                  str(rt), "-o", str(tmp)], tail=4000, name_command=False)
         tmp.replace(so)
     return ctypes.CDLL(str(so))
 
@@ -240,13 +240,8 @@ def _runtime_object(d, cxx: str, flags) -> object:
     rt = d / f"kv_mtia_rt.{header_hash()}.o"
     if not rt.exists():
         tmp = d / f"kv_mtia_rt.{os.getpid()}.{threading.get_ident()}.tmp.o"
-        _run([cxx, *flags, "-DKV_MTIA_RUNTIME", "-x", "c++", "-c",
-              str(templates_dir() / "mtia" / "kv_mtia.h"), "-o", str(tmp)])
+        run_tool([cxx, *flags, "-DKV_MTIA_RUNTIME", "-x", "c++", "-c",
+                  str(templates_dir() / "mtia" / "kv_mtia.h"), "-o", str(tmp)],
+                 tail=4000, name_command=False)
         tmp.replace(rt)
     return rt
-
-
-def _run(cmd: list[str]) -> None:
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise CompileError(r.stderr[-4000:])

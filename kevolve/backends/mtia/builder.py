@@ -1,5 +1,6 @@
-"""The MTIA builder: ScalarBuilder's loop tree, with loads, stores and contractions left
-open (as tokens and marks) for the staging pass, which sees the whole program."""
+"""The MTIA emitter: the scalar loop tree (ScalarEmitter), with loads, stores and
+contractions left open (as tokens and marks) for the staging pass, which sees the whole
+program."""
 
 from __future__ import annotations
 
@@ -9,16 +10,11 @@ from dataclasses import dataclass, replace
 
 from ...ir.interp import eval_int
 from ...ir.nodes import AxisRef, Binary, Const, Expr, Load, Reduce, Where, children
-from ...schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
-from ..clike import Assign, CLang, Comment, Decl, For, ScalarBuilder, c_expr_lang, c_load
+from ...plan.model import AxisMap, KernelPlan, Plan, PLoop, Step
+from ..cstyle.language import CStyleLanguage
+from ..cstyle.scalar import ScalarEmitter, ptr
+from ..cstyle.stmts import Assign, Comment, Decl, For
 from ..pyexpr import Ctx, axes_in, emit, strides
-
-MTIA_LANG = CLang(
-    "mtia", c_expr_lang(c_load), {"f32": "float", "i64": "int64_t", "i32": "int32_t",
-                                  "f64": "double", "bool": "int"},
-    ident={"sum": "0.0f", "max": "(-INFINITY)", "min": "INFINITY"},
-    combine={"sum": "{a} + {b}", "max": "fmaxf({a}, {b})", "min": "fminf({a}, {b})"},
-    store_cast={"bf16": "kv_round_bf16({})", "i64": "(int64_t)({})", "i32": "(int32_t)({})"})
 
 TOKEN = re.compile("\x01([LS])(\\d+)\x02")  # a load (L) or store (S) left for the Stager
 MAX_DMA_DIMS = 3
@@ -54,8 +50,10 @@ class DotSite:
     n_loop: For
 
 
-class MtiaBuilder(ScalarBuilder):
-    def __init__(self, plan: Plan, k: KernelPlan, lang: CLang, dims: dict[str, int]):
+class MtiaEmitter(ScalarEmitter):
+    """The scalar loop tree of one program, with its memory accesses left for staging."""
+
+    def __init__(self, plan: Plan, k: KernelPlan, lang: CStyleLanguage, dims: dict[str, int]):
         super().__init__(plan, k, lang)
         self.dims = dims
         self.xlang = replace(lang.expr, load=self._load)
@@ -82,7 +80,7 @@ class MtiaBuilder(ScalarBuilder):
         cond, clamp = _guarded_loads(e)
         self._cond, self._clamp = saved[0] | cond, {**saved[1], **clamp}
         try:
-            return emit(e, ctx, self.xlang, _ptr)
+            return emit(e, ctx, self.xlang, ptr)
         finally:
             self._ctx.pop()
             self._cond, self._clamp = saved
@@ -141,7 +139,7 @@ class MtiaBuilder(ScalarBuilder):
         return None
 
     def _text(self, e: Expr, ctx: Ctx) -> str:
-        return emit(e, ctx, self.xlang, _ptr)
+        return emit(e, ctx, self.xlang, ptr)
 
     # -- axis values and loops: remember which block loop a value ranges over -------------
     def value(self, m: AxisMap, ctx: Ctx, out: list, block_var: str | None) -> None:
@@ -257,10 +255,6 @@ class MtiaBuilder(ScalarBuilder):
             return float(lp.size)
         others = math.prod(c for j, c in enumerate(counts) if j != i and c is not None)
         return float(min(lp.size, bound / max(others, 1)))
-
-
-def _ptr(name: str) -> str:
-    return f"p_{name}"
 
 
 def _guarded_loads(e: Expr) -> tuple[set, dict]:

@@ -8,34 +8,15 @@ import json
 import sys
 
 from ..ir.interp import bind_dims
-from ..ir.nodes import op_dims
-from .base import Backend, Caps, Kernel, KernelSource, cache_dir
-from .clike import CLang, ScalarBuilder, print_py
-from .pyexpr import Ctx, PyLang, emit
+from ..plan.walk import module_signature
+from .base import Backend, Caps, Kernel, KernelSource
+from .cstyle.languages import NumbaLanguage
+from .cstyle.scalar import ScalarEmitter
+from .pyexpr import Ctx, emit
 from .templating import banner, render
+from .toolchain import cache_dir
 
-
-def _np_load(ptr: str, off: str, mask, ld) -> str:
-    return f"{ptr}[{off}]"
-
-
-_U = {"exp": "math.exp({})", "log": "math.log({})", "sqrt": "math.sqrt({})",
-      "rsqrt": "(1.0 / math.sqrt({}))", "sigmoid": "(1.0 / (1.0 + math.exp(-({}))))",
-      "erf": "math.erf({})", "abs": "abs({})", "tanh": "math.tanh({})", "not": "(not ({}))"}
-_CAST = {"f32": "np.float32({})", "f64": "np.float64({})", "bf16": "kv_round_bf16({})",
-         "f16": "np.float16({})", "i32": "np.int32({})", "i64": "np.int64({})",
-         "bool": "bool({})"}
-
-NUMBA_LANG = CLang(
-    "numba",
-    PyLang(unary={k: v.format for k, v in _U.items()}, maximum="max", minimum="min",
-           where=lambda c, a, b: f"(({a}) if ({c}) else ({b}))", load=_np_load,
-           cast=lambda c, t: _CAST[t.name].format(c), float_const=repr, int_maximum="max",
-           int_minimum="min"),
-    types={}, ident={"sum": "np.float32(0.0)", "max": "-np.inf", "min": "np.inf"},
-    combine={"sum": "{a} + {b}", "max": "max({a}, {b})", "min": "min({a}, {b})"},
-    min_call="min({a}, {b})", to_acc="{}", zero="0.0",
-    store_cast={"bf16": "kv_round_bf16({})"})
+NUMBA_LANG = NumbaLanguage()
 
 
 def require_numba():
@@ -58,19 +39,17 @@ class NumbaBackend(Backend):
 
     def render(self, plan) -> KernelSource:
         op = plan.op
-        dims = op_dims(op)
-        names = [b.name for b in op.inputs] + list(op.outputs)
-        allb = names + list(plan.scratch)
-        params = ", ".join([f"p_{n}" for n in allb] + [f"d_{d}" for d in dims])
+        sig = module_signature(plan)
+        dims, names = list(sig.dims), list(sig.names)
+        params = ", ".join([f"p_{n}" for n in sig.every] + [f"d_{d}" for d in dims])
         kernels = [{"name": k.name,
-                    "body": "\n".join(print_py(ScalarBuilder(plan, k, NUMBA_LANG).build()))}
+                    "body": "\n".join(NUMBA_LANG.render(ScalarEmitter(plan, k, NUMBA_LANG)
+                                                         .build()))}
                    for k in plan.kernels]
         ctx = Ctx()
-        guards = [{"cond": emit(c, ctx, NUMBA_LANG.expr, str), "msg": m}
-                  for k in plan.kernels for c, m in k.guards]
+        guards = [{"cond": emit(c, ctx, NUMBA_LANG.expr, str), "msg": m} for c, m in sig.guards]
         scratch = []
-        for n in plan.scratch:
-            b = op.stage(n).out
+        for n, b in zip(sig.scratch, sig.scratch_buffers()):
             size = " * ".join(f"({emit(s, ctx, NUMBA_LANG.expr, str)})" for s in b.shape)
             scratch.append({"name": n, "size": size or "1", "dtype": b.dtype.np.name})
         text = render("numba/module.py.j2", banner=banner("#", op.name, self.name),

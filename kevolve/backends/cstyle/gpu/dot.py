@@ -19,13 +19,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import dtypes as dt
-from ..ir.nodes import AxisRef, Binary, Cast, Load, Reduce, walk
-from ..schedule.plan import Step
-from .clike import Assign, Comment, Decl, For
-from .gpu_c import If, Line, Range, Scope, reads_contiguous
-from .pyexpr import Ctx, emit
-from .tilewriter import reduces_in
+from ....ir import dtypes as dt
+from ....ir.nodes import AxisRef, Binary, Cast, Load, Reduce, walk
+from ....plan.model import Step
+from ....plan.walk import reads_contiguous, reduces_in
+from ...pyexpr import Ctx, emit
+from ..stmts import Assign, Comment, Decl, For, If, Line, Range, Scope
 
 
 class _Fallback(Exception):
@@ -111,7 +110,7 @@ class DotBuilder:
     def build(self) -> list:
         self.match()
         b = self.b
-        g = b.g
+        g = b.lang
         T = b.T
         nwarps = T // g.wavefront
         self.wmma = (g.wmma and self.A.buffer.dtype == self.B.buffer.dtype
@@ -128,7 +127,7 @@ class DotBuilder:
             if all(b.role.get(ln) == "grid" for ln in m.loops):
                 b.value(m, ctx, out, None)
         BM, BN, BK = self.BM, self.BN, self.BK
-        et = (g.bf16 if self.A.buffer.dtype == dt.bf16 else g.f16) if self.wmma else "float"
+        et = g.ptr_type(self.A.buffer.dtype) if self.wmma else "float"
         pad = 8 if self.wmma else 1
         lda, ldb = BK + pad, BN + pad
         b.shared_array("kv_As", et, BM * lda, 32)
@@ -311,7 +310,7 @@ class DotBuilder:
         self.emit_point(ni_body, ctx, "kv_acc[mi][ni]")
 
     def epilogue_wmma(self, out: list, ctx: Ctx) -> None:
-        b, g = self.b, self.b.g
+        b, g = self.b, self.b.lang
         W = g.wavefront
         nw = b.T // W
         b.shared_array("kv_Cs", "float", nw * 256, 32)

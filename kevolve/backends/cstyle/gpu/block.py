@@ -22,134 +22,24 @@ epilogue take a tiled path: operand tiles staged in shared memory, a per-thread 
 micro-tile (or WMMA tensor-core fragments for bf16/f16 operands on CUDA), and the epilogue
 evaluated at the store. Every other shape of plan takes the generic path above.
 
-A language is data (`GpuLang`): index names, shuffle, barrier, the wavefront, types."""
+A language is data (`CudaLanguage`, `HipLanguage`): index names, shuffle, barrier, the
+wavefront, types."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from ..ir import dtypes as dt
-from ..ir.nodes import AxisRef, Const, Load, Reduce, op_dims, walk
-from ..schedule.errors import MoveError
-from ..schedule.plan import KernelPlan, Plan, Step
-from .clike import Assign, CLang, Comment, Decl, For, ScalarBuilder, c_float, c_line, ptr
-from .pyexpr import Ctx, PyLang, emit
-from .tilewriter import grid_count, levels, reduces_in
-
-# -- statements beyond clike's ------------------------------------------------------------
-
-
-@dataclass
-class Line:
-    text: str  # one raw statement, e.g. a barrier
-
-
-@dataclass
-class If:
-    cond: str
-    body: list
-
-
-@dataclass
-class Scope:
-    body: list
-
-
-@dataclass
-class Unroll:
-    """The body once per lane `var` = 0 .. count-1, each copy in its own scope (printed
-    unrolled: constant register indices keep lane arrays out of local/LDS memory)."""
-
-    var: str
-    count: int
-    body: list
-
-
-@dataclass
-class Range:
-    """for (v = start; v < stop; v += step): a loop strided over threads or lanes."""
-
-    var: str
-    start: str
-    stop: str
-    step: str
-    body: list
-    unroll: int | str | None = None
-
-
-# -- languages ----------------------------------------------------------------------------
-
-
-def _gpu_expr() -> PyLang:
-    u = {"exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "rsqrtf({})",
-         "sigmoid": "(1.0f / (1.0f + expf(-({}))))", "erf": "erff({})", "abs": "fabsf({})",
-         "tanh": "tanhf({})", "not": "(!({}))"}
-    ops = {"add": "+", "sub": "-", "mul": "*", "mod": "%", "lt": "<", "le": "<=", "gt": ">",
-           "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||", "pow": "**"}
-    casts = {"f32": "((float)({}))", "f64": "((double)({}))", "i32": "((int32_t)({}))",
-             "i64": "((int64_t)({}))", "bool": "((int)({}))", "bf16": "kv_round_bf16({})",
-             "f16": "kv_round_f16({})"}
-
-    def load(p: str, off: str, mask, ld: Load) -> str:
-        if ld.buffer.dtype in (dt.bf16, dt.f16):
-            return f"kv_f32({p}[{off}])"
-        return f"{p}[{off}]"
-    return PyLang(unary={k: v.format for k, v in u.items()}, maximum="fmaxf",
-                  minimum="fminf", where=lambda c, a, b: f"(({c}) ? ({a}) : ({b}))",
-                  load=load, cast=lambda c, t: casts[t.name].format(c), float_const=c_float,
-                  binops=ops, intdiv="/", int_maximum="kv_max", int_minimum="kv_min")
-
-
-GPU_CLANG = CLang(
-    "gpu", _gpu_expr(), {"f32": "float", "f64": "double", "i64": "int64_t", "i32": "int32_t",
-                         "bool": "int"},
-    ident={"sum": "0.0f", "max": "(-INFINITY)", "min": "INFINITY"},
-    combine={"sum": "{a} + {b}", "max": "fmaxf({a}, {b})", "min": "fminf({a}, {b})"},
-    store_cast={"bf16": "kv_bf16({})", "f16": "kv_f16({})", "i64": "(int64_t)({})",
-                "i32": "(int32_t)({})"})
-
-
-@dataclass(frozen=True)
-class GpuLang:
-    """What differs between CUDA and HIP: data only (the templates hold the includes)."""
-
-    name: str  # cuda | hip
-    wavefront: int
-    shfl: str  # "{v}", "{o}", "{w}"
-    bf16: str  # element type of bf16 buffers
-    f16: str
-    thread_idx: str = "threadIdx.x"
-    block_idx: str = "blockIdx.x"
-    barrier: str = "__syncthreads();"
-    warp_barrier: str = "__syncwarp();"
-    wmma: bool = False  # tensor-core fragments (nvcuda::wmma) for bf16/f16 contractions
-    clang: CLang = GPU_CLANG
-    # element dtype -> {lanes: type of one 4- to 16-byte access} for vectorized loads and
-    # stores (kv_* types are the module template's own, where the language has none)
-    vectors: dict = field(default_factory=dict)
-
-    def ptr_type(self, dtype: dt.DType) -> str:
-        return {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t",
-                "bool": "int32_t", "bf16": self.bf16, "f16": self.f16}[dtype.name]
-
-
-_VECTORS = {"f32": {2: "float2", 4: "float4"}, "i32": {2: "int2", 4: "int4"},
-            "i64": {2: "longlong2"}}  # both languages; kv_*: raw bits (see the templates)
-CUDA_LANG = GpuLang("cuda", 32, "__shfl_xor_sync(0xffffffffu, {v}, {o}, {w})",
-                    "__nv_bfloat16", "__half", wmma=True, vectors={
-                        **_VECTORS, "bf16": {2: "__nv_bfloat162", 4: "kv_bf16x4",
-                                                 8: "kv_bf16x8"},
-                        "f16": {2: "__half2", 4: "kv_f16x4", 8: "kv_f16x8"}})
-# HIP (ROCm 5.2) has float4 and __half2 but no bf16 pair: kv_bf16x2 is its 4 bytes
-_HIP_VECTORS = {**_VECTORS, "bf16": {2: "kv_bf16x2", 4: "kv_bf16x4", 8: "kv_bf16x8"},
-                "f16": {2: "__half2", 4: "kv_f16x4", 8: "kv_f16x8"}}
-
-
-def hip_lang(wavefront: int = 64) -> GpuLang:
-    return GpuLang("hip", wavefront, "__shfl_xor({v}, {o}, {w})", "hip_bfloat16", "__half",
-                   warp_barrier="__syncwarp();", vectors=_HIP_VECTORS)
-
+from ....ir.nodes import AxisRef, Reduce, walk
+from ....plan.model import KernelPlan, Plan, Step
+from ....plan.walk import grid_count, grid_decode, reduces_in
+from ....schedule.errors import MoveError
+from ...pyexpr import Ctx, emit
+from ..languages import CudaLanguage
+from ..scalar import ScalarEmitter, ptr
+from ..stmts import Assign, Comment, Decl, For, If, Line, Range, Scope
+from .dot import DotBuilder
+from .tiles import Tiles
+from .vector import Vectors
 
 DEFAULT_WARPS = 4
 _SIZE = {"float": 4, "int64_t": 8, "int32_t": 4, "double": 8}  # bytes; 2 for bf16/f16 types
@@ -164,20 +54,17 @@ def _prod(xs) -> int:
     return r
 
 
-class GpuBuilder(ScalarBuilder):
+class GpuEmitter(ScalarEmitter):
     """Builds one kernel's body as a statement tree for a GPU language."""
 
-    def __init__(self, plan: Plan, k: KernelPlan, lang: GpuLang):
-        super().__init__(plan, k, lang.clang)
-        self.g = lang
+    def __init__(self, plan: Plan, k: KernelPlan, lang: CudaLanguage):
+        super().__init__(plan, k, lang)
         self.W = lang.wavefront
         self.T = (k.num_warps or DEFAULT_WARPS) * lang.wavefront
         self.shared: list[tuple[str, str, int]] = []  # (name, C type, elements)
         self.red_arrays = 0  # kv_red arrays (T floats each) the block reductions need
         self.uses_wmma = False
         self.path = "generic"
-        from .gpu_cache import Tiles  # both build on this module's statements
-        from .gpu_vector import Vectors
         self.vec = Vectors(self)  # vectorize: per-thread vector loads and stores
         self.tiles = Tiles(self)  # cache: shared-memory tiles
 
@@ -194,10 +81,11 @@ class GpuBuilder(ScalarBuilder):
         return off
 
     def shared_decls(self) -> list[str]:
-        out = [f"    __shared__ float kv_red{i}[{self.T}];" for i in range(self.red_arrays)]
+        sh = self.lang.shared_prefix
+        out = [f"    {sh} float kv_red{i}[{self.T}];" for i in range(self.red_arrays)]
         for name, t, n, align in self.shared:
             spec = f"__align__({align}) " if align > 4 else ""
-            out.append(f"    __shared__ {spec}{t} {name}[{n}];")
+            out.append(f"    {sh} {spec}{t} {name}[{n}];")
         return out
 
     def ex(self, e, ctx: Ctx) -> str:
@@ -211,7 +99,6 @@ class GpuBuilder(ScalarBuilder):
 
     # -- program -----------------------------------------------------------------------
     def build(self) -> list:
-        from .gpu_dot import DotBuilder  # the tiled contraction path
         dot = DotBuilder.try_build(self)
         if dot is not None:
             self.path = "dot-wmma" if self.uses_wmma else "dot-simt"
@@ -220,59 +107,27 @@ class GpuBuilder(ScalarBuilder):
             if hints:  # its operand tiles are in shared memory already
                 dot.insert(0, Comment(f"{', '.join(hints)}: not used by the tiled dot path"))
             return dot
-        k = self.k
-        out: list = [Decl("tid", "i64", f"(int64_t){self.g.thread_idx}")]
+        return self.walk()
+
+    def open_grid(self, out: list) -> list:
+        """A program is one thread block: the thread index, then the grid indices."""
+        out.append(Decl("tid", "i64", f"(int64_t){self.lang.thread_idx}"))
         self.grid_ids(out)
-        ctx = Ctx()
-        root_maps = {m.axis.name: m for m in k.steps[-1].spatial}
-        for m in root_maps.values():  # grid-only axes: their values may bound the loops below
-            if all(self.role.get(ln) == "grid" for ln in m.loops):
-                self.value(m, ctx, out, None)
-        body = out
-        for lvl, steps in levels(k):
-            if lvl is not None:
-                m = next(mm for mm in root_maps.values() if lvl.name in mm.loops)
-                self.bounds(m, ctx, body)
-                s = m.strides[m.loops.index(lvl.name)]
-                v = f"s_{lvl.name}"
-                inner: list = []
-                body.append(For(v, f"(({ctx.axes['__ext_' + m.axis.name]}) + {s - 1}) / {s}",
-                                inner, unroll=lvl.unroll))
-                self.var[lvl.name] = v
-                body = inner
-            for st in steps:
-                self.step(st, ctx, body)
-            if lvl is not None:  # the next iteration overwrites shared values others read
-                body.append(Line(self.g.barrier))
         return out
+
+    def close_seq(self, lvl, body: list) -> None:
+        body.append(Line(self.lang.barrier))  # the next trip overwrites shared values others read
 
     def grid_ids(self, out: list) -> None:
         """Decode the flattened block index into one index per grid loop (last fastest);
         two grid loops with group_m get grouped ordering (L2 reuse in GEMMs)."""
         k = self.k
-        g = k.grid
-        if not g:
+        if not k.grid:
             return
-        out.append(Decl("pid", "i64", f"(int64_t){self.g.block_idx}"))
-        counts = [self.ex(grid_count(k, lp), Ctx()) for lp in g]
-        if k.group_m and len(g) == 2:
-            a, b = g
-            out += [Decl("n_a", "i64", counts[0]), Decl("n_b", "i64", counts[1]),
-                    Decl("per_group", "i64", f"{k.group_m} * n_b"),
-                    Decl("first", "i64", f"(pid / per_group) * {k.group_m}"),
-                    Decl("gsize", "i64", f"kv_min(n_a - first, {k.group_m})"),
-                    Decl(f"g_{a.name}", "i64", "first + (pid % per_group) % gsize"),
-                    Decl(f"g_{b.name}", "i64", "(pid % per_group) / gsize")]
-        else:
-            rest = "pid"
-            for lp, c in reversed(list(zip(g, counts))):
-                if lp is g[0]:
-                    out.append(Decl(f"g_{lp.name}", "i64", rest))
-                else:
-                    out.append(Decl(f"g_{lp.name}", "i64", f"{rest} % ({c})"))
-                    out.append(Decl(f"rest_{lp.name}", "i64", f"{rest} / ({c})"))
-                    rest = f"rest_{lp.name}"
-        for lp in g:
+        out.append(Decl("pid", "i64", f"(int64_t){self.lang.block_idx}"))
+        counts = [self.ex(grid_count(k, lp), Ctx()) for lp in k.grid]
+        out += [Decl(v, "i64", e) for v, e in grid_decode(k, counts)]
+        for lp in k.grid:
             self.var[lp.name] = f"g_{lp.name}"
 
     # -- one step ------------------------------------------------------------------------
@@ -424,7 +279,7 @@ class GpuBuilder(ScalarBuilder):
             body.append(Assign(f"{mname}[{idx}]", ctx.locals[st.online_max]))
             pctx.locals[st.online_max] = f"{mname}[{idx}]"
         pctx.locals[st.stage.name] = f"{name}[{idx}]"
-        out.append(Line(self.g.barrier))
+        out.append(Line(self.lang.barrier))
 
     # -- points and loops --------------------------------------------------------------
     def point(self, st: Step, ctx: Ctx, out: list, flat: str, vs=None) -> list:
@@ -555,7 +410,7 @@ class GpuBuilder(ScalarBuilder):
         o = lane_stride
         while in_warp < R and o < W:
             tmp = [self.fresh("o") for _ in vals]
-            out += [Decl(t, "f32", self.g.shfl.format(v=v, o=o, w=W)) for t, v in zip(tmp, vals)]
+            out += [Decl(t, "f32", self.lang.shfl.format(v=v, o=o, w=W)) for t, v in zip(tmp, vals)]
             out += self.combine(op, vals, tmp)
             in_warp *= 2
             o *= 2
@@ -570,7 +425,7 @@ class GpuBuilder(ScalarBuilder):
         out.append(If(f"{lane} % {in_warp} == 0", w))
         for n, v in enumerate(vals):
             w.append(Assign(f"kv_red{n}[{slot}]", v))
-        out.append(Line(self.g.barrier))
+        out.append(Line(self.lang.barrier))
         out += [Assign(v, self.lang.ident["sum"] if op == "online" and n == 1 else
                        "(-INFINITY)" if op == "online" else self.lang.ident[op])
                 for n, v in enumerate(vals)]
@@ -581,7 +436,7 @@ class GpuBuilder(ScalarBuilder):
         body += [Decl(t, "f32", f"kv_red{n}[{sidx} * {R2} + {i}]")
                  for n, t in enumerate(tmp)]
         body += self.combine(op, vals, tmp)
-        out.append(Line(self.g.barrier))
+        out.append(Line(self.lang.barrier))
 
     # -- online (max, sum) --------------------------------------------------------------
     def online_loop(self, st: Step, r: Reduce, ctx: Ctx, body: list, m: str, s: str,
@@ -603,133 +458,10 @@ class GpuBuilder(ScalarBuilder):
         return s
 
 
-# -- printing -----------------------------------------------------------------------------
-
-
-def print_gpu(stmts: list, lang: GpuLang, ind: int = 1) -> list[str]:
-    types = lang.clang.types
-    out: list[str] = []
-    pad = "    " * ind
-    for s in stmts:
-        if (line := c_line(s, types, pad)) is not None:
-            out.append(line)
-        elif isinstance(s, Line):
-            out.append(f"{pad}{s.text}")
-        elif isinstance(s, If):
-            out.append(f"{pad}if ({s.cond}) {{")
-            out.extend(print_gpu(s.body, lang, ind + 1))
-            out.append(f"{pad}}}")
-        elif isinstance(s, Scope):
-            out.append(f"{pad}{{")
-            out.extend(print_gpu(s.body, lang, ind + 1))
-            out.append(f"{pad}}}")
-        elif isinstance(s, Unroll):
-            body = print_gpu(s.body, lang, ind + 1)
-            var = re.compile(rf"\b{s.var}\b")
-            for i in range(s.count):
-                out.append(f"{pad}{{  /* {s.var} = {i} */")
-                out.extend(var.sub(str(i), line) for line in body)
-                out.append(f"{pad}}}")
-        elif isinstance(s, (For, Range)):
-            if s.unroll:
-                out.append(f"{pad}#pragma unroll {s.unroll}" if s.unroll != "full"
-                           else f"{pad}#pragma unroll")
-            if isinstance(s, For):
-                out.append(f"{pad}for (int64_t {s.var} = 0; {s.var} < {s.hi}; ++{s.var}) {{")
-            else:
-                out.append(f"{pad}for (int64_t {s.var} = {s.start}; {s.var} < {s.stop}; "
-                           f"{s.var} += {s.step}) {{")
-            out.extend(print_gpu(s.body, lang, ind + 1))
-            out.append(f"{pad}}}")
-        else:
-            raise TypeError(f"cannot print {type(s).__name__}")
-    return out
-
-
-# -- the module ---------------------------------------------------------------------------
-
-HOST_EXPR = PyLang(unary={}, maximum="max", minimum="min",
-                   where=lambda c, a, b: f"(({a}) if ({c}) else ({b}))",
-                   load=lambda p, off, mask, ld: f"{p}[{off}]",
-                   cast=lambda c, t: f"int({c})" if t.is_int else f"float({c})",
-                   int_maximum="max", int_minimum="min")
-
-
-@dataclass
-class KernelInfo:
-    name: str
-    threads: int
-    shared_bytes: int
-    path: str  # generic | dot-simt | dot-wmma
-    body: str
-    shared: list[str] = field(default_factory=list)
-
-
-def render_module(plan: Plan, lang: GpuLang) -> dict:
-    """Everything the module templates need, plus a host-side launch description (Python
-    expressions over dims) for loaders that launch the compiled kernels themselves."""
-    op = plan.op
-    dims = op_dims(op)
-    names = [b.name for b in op.inputs] + list(op.outputs)
-    allb = names + list(plan.scratch)
-    params = []
-    for n in allb:
-        b = op.buffer(n)
-        const = "const " if n in {x.name for x in op.inputs} else ""
-        params.append(f"{const}{lang.ptr_type(b.dtype)} *__restrict__ p_{n}")
-    params += [f"const int64_t d_{d}" for d in dims]
-    args = ", ".join([f"p_{n}" for n in allb] + [f"d_{d}" for d in dims])
-    kernels: list[KernelInfo] = []
-    launch = []
-    cctx, pctx = Ctx(), Ctx()
-    vec_guards: list = []  # shape guards the vector accesses rely on
-    aligned: dict[str, int] = {}  # buffer -> bytes of alignment vector accesses need
-    vectors = False
-    for k in plan.kernels:
-        b = GpuBuilder(plan, k, lang)
-        body = "\n".join(print_gpu(b.build(), lang))
-        kernels.append(KernelInfo(k.name, b.T, b.shared_bytes, b.path, body, b.shared_decls()))
-        vec_guards += [g for g in b.vec.guards if g not in vec_guards]
-        for n, by in b.vec.aligned.items():
-            aligned[n] = max(aligned.get(n, 0), by)
-        vectors = vectors or b.vec.used
-        gl = [grid_count(k, lp) for lp in k.grid]
-        launch.append({"name": k.name, "threads": b.T, "shared_bytes": b.shared_bytes,
-                       "path": b.path,
-                       "grid": " * ".join(f"({emit(e, pctx, HOST_EXPR, str)})" for e in gl)
-                       or "1",
-                       "grid_c": " * ".join(f"({emit(e, cctx, lang.clang.expr, str)})"
-                                            for e in gl) or "1"})
-    guards = [{"cond": emit(c, cctx, lang.clang.expr, lambda n: f"p_{n}"),
-               "py": emit(c, pctx, HOST_EXPR, str), "msg": m}
-              for c, m in [g for k in plan.kernels for g in k.guards] + vec_guards]
-    align = [{"name": n, "bytes": aligned[n], "msg": f"buffer {n!r} must start on a "
-              f"{aligned[n]}-byte boundary (vectorized loads and stores)"}
-             for n in names if n in aligned]
-    scratch = []
-    for n in plan.scratch:
-        b = op.stage(n).out
-        scratch.append({"name": n, "dtype": b.dtype.name, "ctype": lang.ptr_type(b.dtype),
-                        "numel": " * ".join(f"({emit(s, pctx, HOST_EXPR, str)})"
-                                            for s in b.shape) or "1",
-                        "numel_c": " * ".join(f"({emit(s, cctx, lang.clang.expr, str)})"
-                                              for s in b.shape) or "1"})
-    buffers = [{"name": n, "ctype": lang.ptr_type(op.buffer(n).dtype)} for n in names]
-    # argument unpacking for the emulator's per-kernel entry points (kv_emu_<kernel>)
-    emu_args = ", ".join([f"*({lang.ptr_type(op.buffer(n).dtype)} **)a[{i}]"
-                          for i, n in enumerate(allb)] +
-                         [f"*(const int64_t *)a[{len(allb) + i}]" for i in range(len(dims))])
-    return {"kernels": kernels, "params": ", ".join(params), "args": args, "dims": dims,
-            "emu_args": emu_args,
-            "buffers": buffers, "guards": guards, "scratch": scratch, "launch": launch,
-            "buffer_names": names, "wmma": any(k.path == "dot-wmma" for k in kernels),
-            "aligned": align, "vectors": vectors}
-
-
 # -- the third legality layer for GPU C languages -----------------------------------------
 
 
-def check_gpu(backend, sched, plan: Plan, lang: GpuLang) -> None:
+def check_gpu(backend, sched, plan: Plan, lang: CudaLanguage) -> None:
     """Threads per block, the wavefront and shared memory, each error naming the limit."""
     caps = backend.caps
     for s in sched.stages:
@@ -749,7 +481,7 @@ def check_gpu(backend, sched, plan: Plan, lang: GpuLang) -> None:
                             f"block, over the limit of {caps.max_threads}",
                             f"use at most {caps.max_threads // lang.wavefront} warps "
                             "(launch num_warps)")
-        b = GpuBuilder(plan, k, lang)
+        b = GpuEmitter(plan, k, lang)
         b.build()
         if b.shared_bytes > caps.shared_bytes:
             parts = ", ".join(f"{n} {c * _SIZE.get(t, 2)} B" for n, t, c, _ in b.shared)
@@ -762,13 +494,4 @@ def check_gpu(backend, sched, plan: Plan, lang: GpuLang) -> None:
                             "smaller k tile for contractions)")
 
 
-def reads_contiguous(ld: Load, axis: str) -> bool:
-    """Whether `axis` appears in the load's last (fastest) index."""
-    if not ld.index:
-        return False
-    return any(isinstance(x, AxisRef) and x.axis.name == axis for x in walk(ld.index[-1]))
-
-
-__all__ = ["GpuLang", "GpuBuilder", "CUDA_LANG", "hip_lang", "render_module", "check_gpu",
-           "print_gpu", "Line", "If", "Scope", "Range",
-           "Unroll", "Const"]
+__all__ = ["DEFAULT_WARPS", "GpuEmitter", "check_gpu"]

@@ -10,22 +10,17 @@ so CI without a GPU compiles every op and reads the report."""
 
 from __future__ import annotations
 
-import json
+from ..base import Backend, Caps, Kernel, KernelSource, check_caps
+from ..compiler_reports import parse_ptxas
+from ..cstyle.gpu.block import check_gpu
+from ..cstyle.gpu.module import gpu_source
+from ..cstyle.languages import CudaLanguage
+from ..toolchain import CompileError, find_tool, tool_version
+from .runtime import CubinRunner, compile_cubin, cuda_available, emulated_kernel
 
-from .base import Backend, Caps, Kernel, KernelSource, check_caps
-from .compiler_reports import parse_ptxas
-from .gpu_c import CUDA_LANG, check_gpu, render_module
-from .gpu_runtime import (
-    CompileError,
-    CubinRunner,
-    compile_cubin,
-    emulated_kernel,
-    find_tool,
-)
-from .templating import banner, render
-from .tools import tool_version
+__all__ = ["CudaBackend", "CompileError", "CUDA_CAPS", "CUDA_LANG"]
 
-__all__ = ["CudaBackend", "CompileError", "CUDA_CAPS", "gpu_source"]
+CUDA_LANG = CudaLanguage()
 
 # H200 / sm_90: 1024 threads per block; 48 KiB of static shared memory per block (227 KiB
 # with the dynamic opt-in, which kevolve does not use yet); 32-lane warps.
@@ -35,30 +30,6 @@ CUDA_CAPS = Caps("cuda", dtypes=("f32", "bf16", "f16", "i32", "i64"),
                  bind_targets=frozenset({"grid", "threads"}),
                  renders=frozenset({"vectorize", "cache", "unroll"}),
                  launch_args=frozenset({"num_warps", "group_m"}))
-
-
-def gpu_source(be: Backend, plan, lang, template: str, lang_name: str, flags: tuple,
-               **extra) -> KernelSource:
-    """Render a plan with a GPU language and a module template into a KernelSource whose
-    meta carries what the loaders need (launch grid, guards, scratch) as Python."""
-    parts = render_module(plan, lang)
-    text = render(template, banner=banner("//", plan.op.name, be.name), op=plan.op.name,
-                  shape_class=json.dumps(plan.dims_dict), wavefront=lang.wavefront,
-                  kernels=parts["kernels"], params=parts["params"], args=parts["args"],
-                  dims=parts["dims"], buffers=parts["buffers"], guards=parts["guards"],
-                  scratch=parts["scratch"], launch=parts["launch"],
-                  buffer_names=parts["buffer_names"], wmma=parts["wmma"],
-                  emu_args=parts["emu_args"], aligned=parts["aligned"],
-                  vectors=parts["vectors"], **extra)
-    return KernelSource(be.name, plan.op.name, lang_name, text, "kv_launch", flags,
-                        meta={"plan": plan, "launch": parts["launch"],
-                              # kv_launch's codes: shape guards, then alignment checks
-                              "guards": [g["msg"] for g in parts["guards"] + parts["aligned"]],
-                              "aligned": parts["aligned"],
-                              "guard_exprs": [{"py": g["py"], "msg": g["msg"]}
-                                              for g in parts["guards"]],
-                              "scratch": parts["scratch"], "wavefront": lang.wavefront,
-                              "paths": {k.name: k.path for k in parts["kernels"]}})
 
 
 class CudaBackend(Backend):
@@ -89,22 +60,7 @@ class CudaBackend(Backend):
     def available(self) -> tuple[bool, str]:
         if self.emulate:
             return (True, "") if find_tool("g++") else (False, "emulation needs g++")
-        if find_tool("nvcc", self.nvcc) is None:
-            return False, "no nvcc on PATH (install the CUDA toolkit)"
-        try:
-            import torch
-            if not torch.cuda.is_available():
-                return False, "nvcc compiles here, but there is no CUDA GPU to run on"
-        except ImportError:
-            return False, "running needs torch with CUDA: pip install 'kevolve[torch]'"
-        try:
-            import cupy  # noqa: F401
-        except ImportError:
-            try:
-                import cuda.bindings  # noqa: F401
-            except ImportError:
-                return False, "running needs CuPy or cuda-python"
-        return True, ""
+        return cuda_available(self.nvcc)
 
     def check(self, sched, plan) -> None:
         check_caps(self, sched, plan)

@@ -1,5 +1,5 @@
 """The staging pass over one program's loop tree (DMA tiles, direct accesses, the dot
-engine, local-memory allocation), its printer, and what it costs on the machine model."""
+engine, local-memory allocation), and what the program costs on the machine model."""
 
 from __future__ import annotations
 
@@ -8,53 +8,15 @@ import re
 from dataclasses import dataclass
 
 from ...ir.nodes import Const, Expr
-from ..clike import C_TYPES, Assign, CLang, Decl, For, c_line
+from ..cstyle.scalar import ptr
+from ..cstyle.stmts import Assign, Decl, For
 from ..pyexpr import Ctx, emit, strides
-from .builder import TOKEN, Access, DotSite, MtiaBuilder, _ptr
+from .builder import TOKEN, Access, DotSite, MtiaEmitter
+from .language import MTIA_LANG, Alloc, Call, Dma, Wait
 from .model import MachineModel, ProgramCost
 
 DEVICE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "i32": 4, "i64": 8, "f64": 8, "bool": 1}
 IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
-
-
-# -- statements the MTIA program adds to the C-like tree ---------------------------------
-
-
-@dataclass
-class Alloc:
-    """A tile or accumulator in the PE's local memory, allocated at the program's top."""
-
-    name: str
-    ctype: str
-    elems: int
-    esize: int
-    what: str
-
-
-@dataclass
-class Dma:
-    out: bool  # local -> DRAM
-    tile: str
-    dram: str  # DRAM address expression (pointer + offset)
-    sizes: list[str]  # per box dim (outer..inner), element counts
-    dram_strides: list[str]
-    tile_strides: list[int]
-    esize: int
-    trips: list[float]  # average sizes, for the estimate
-    gather: tuple[str, int] | None = None  # (address of the row indices, their size)
-
-
-@dataclass
-class Wait:
-    pass
-
-
-@dataclass
-class Call:
-    text: str  # a statement: kv_st(...) or kv_dot(...)
-    value: str = ""  # computed value (costed like an assignment)
-    direct: int = 0  # direct DRAM accesses it makes itself
-    dot: tuple[str, float] | None = None  # (operand dtype, FLOPs per call)
 
 
 # -- the staging pass ------------------------------------------------------------------------
@@ -88,7 +50,7 @@ class Stager:
     """Resolves the builder's load/store tokens into DMA-staged tiles or direct accesses,
     turns marked contractions into kv_dot calls and hoists local arrays to the top."""
 
-    def __init__(self, b: MtiaBuilder, tree: list, dma_align: int):
+    def __init__(self, b: MtiaEmitter, tree: list, dma_align: int):
         self.b, self.align = b, dma_align
         self.grid: list[tuple[str, str]] = []
         body = tree
@@ -159,7 +121,7 @@ class Stager:
             staged = self.stage_load(n, a, chain) if a.dims is not None else None
             self.resolved[n] = staged
             if staged is None:
-                return f"kv_ld({_ptr(a.buf.name)}, {self.resolve(a.offset, chain)})"
+                return f"kv_ld({ptr(a.buf.name)}, {self.resolve(a.offset, chain)})"
             tile, st = staged
             idx = " + ".join(v if k == 1 else f"{v} * {k}" for v, k in st.items())
             return f"{tile.name}[{idx}]"
@@ -240,7 +202,7 @@ class Stager:
         name = f"{'o' if out else 't'}_{a.buf.name}{self.n}"
         dt = a.buf.dtype.name
         esize = DEVICE_BYTES[dt]
-        self.allocs.append(Alloc(name, C_TYPES[dt], stride, esize,
+        self.allocs.append(Alloc(name, MTIA_LANG.buffer_types[dt], stride, esize,
                                  f"{'output' if out else 'input'} tile of {a.buf.name} "
                                  f"({'x'.join(str(d.size) for d in ranges)}) for stage "
                                  f"{a.step!r}"))
@@ -252,10 +214,10 @@ class Stager:
         for d in ranges:
             if d.kind == "gather":
                 (ist,) = strides(d.index.shape)
-                addr = f"{_ptr(d.index.name)} + ({texts[id(d)]})"
+                addr = f"{ptr(d.index.name)} + ({texts[id(d)]})"
                 gather = (addr if ist == Const(1) else f"{addr} * {self._dim_text(ist)}",
                           DEVICE_BYTES[d.index.dtype.name])
-        dma = Dma(out, name, f"{_ptr(a.buf.name)} + {base}",
+        dma = Dma(out, name, f"{ptr(a.buf.name)} + {base}",
                   [bounds[d.var] for d in ranges],
                   [self._dim_text(s) for d, s in zip(a.dims, bstr) if d.kind != "scalar"],
                   order[:-1], esize, [self.b.trips(loops[d.var].var) for d in ranges], gather)
@@ -266,14 +228,14 @@ class Stager:
         return tile
 
     def _dim_text(self, s: Expr) -> str:
-        return emit(s, Ctx(), self.b.lang.expr, _ptr)
+        return emit(s, Ctx(), self.b.lang.expr, ptr)
 
     def store(self, n: int, s: Assign, chain: list[Frame]):
         a = self.b.accesses[n]
         value = self.resolve(s.value, chain)
         box = self._box(a, chain) if a.dims is not None else None
         if box is None:
-            return Call(f"kv_st({_ptr(a.buf.name)}, {self.resolve(a.offset, chain)}, "
+            return Call(f"kv_st({ptr(a.buf.name)}, {self.resolve(a.offset, chain)}, "
                         f"{value})", value, 1)
         top, bounds, loops, texts = box
         tile = self._new_tile(None, a, top, bounds, loops, texts, out=True)
@@ -379,7 +341,7 @@ def _ops(value: str, m: MachineModel) -> int:
     return n
 
 
-def program_cost(b: MtiaBuilder, stmts: list, m: MachineModel) -> ProgramCost:
+def program_cost(b: MtiaEmitter, stmts: list, m: MachineModel) -> ProgramCost:
     c = ProgramCost()
 
     def go(ss: list, mult: float, vec: float | None, variant: set[str]) -> None:
@@ -431,48 +393,3 @@ def program_cost(b: MtiaBuilder, stmts: list, m: MachineModel) -> ProgramCost:
                 c.direct += mult * (vec * (direct + per_elem) + len(loads) - per_elem)
     go(stmts, 1.0, None, set())
     return c
-
-
-# -- printing ----------------------------------------------------------------------------------
-
-
-def print_mtia(stmts: list, lang: CLang, ind: int) -> list[str]:
-    out: list[str] = []
-    pad = "    " * ind
-    for s in stmts:
-        if (line := c_line(s, lang.types, pad)) is not None:
-            out.append(line)
-        elif isinstance(s, Alloc):
-            out.append(f"{pad}{s.ctype} *__restrict {s.name} = kv_local_alloc<{s.ctype}>"
-                       f"({s.elems}, {s.esize});  // {s.what}")
-        elif isinstance(s, Dma) and s.gather:
-            sizes = s.sizes + ["1"] * (2 - len(s.sizes))
-            st = s.dram_strides + ["1"] * (2 - len(s.dram_strides))
-            args = [s.tile, s.dram, s.gather[0], *sizes, *st,
-                    str(s.tile_strides[0] if s.tile_strides else 1), str(s.esize),
-                    str(s.gather[1])]
-            out.append(f"{pad}kv_dma_gather_2d({', '.join(args)});")
-        elif isinstance(s, Dma):
-            r = len(s.sizes)
-            fn = f"kv_dma_{'out' if s.out else 'in'}_{r}d"
-            dst, src = (s.dram, s.tile) if s.out else (s.tile, s.dram)
-            args = [dst, src, *s.sizes, *s.dram_strides, *map(str, s.tile_strides),
-                    str(s.esize)]
-            out.append(f"{pad}{fn}({', '.join(args)});")
-        elif isinstance(s, Wait):
-            out.append(f"{pad}kv_dma_wait();")
-        elif isinstance(s, Call):
-            out.append(f"{pad}{s.text};")
-        elif isinstance(s, For):
-            if s.unroll:
-                out.append(f"{pad}#pragma GCC unroll {s.unroll}")
-            if s.kind == "simd" and s.reduction:
-                head = f"KV_RED_FOR({s.reduction[0]}, {s.reduction[1]}, {s.var}, {s.hi})"
-            elif s.kind == "simd":
-                head = f"KV_VEC_FOR({s.var}, {s.hi})"
-            else:
-                head = f"for (int64_t {s.var} = 0; {s.var} < {s.hi}; ++{s.var})"
-            out.append(f"{pad}{head} {{")
-            out.extend(print_mtia(s.body, lang, ind + 1))
-            out.append(f"{pad}}}")
-    return out

@@ -15,46 +15,43 @@ import ctypes
 import hashlib
 import os
 import shutil
-import subprocess
 import threading
 from pathlib import Path
 
 import numpy as np
 
-from ..ir.interp import bind_dims
-from ..ir.nodes import op_dims
-from ..resources import templates_dir
-from .base import Kernel, KernelSource, cache_dir
-from .tools import version_tag
+from ...ir.interp import bind_dims
+from ...ir.nodes import op_dims
+from ...resources import templates_dir
+from ..base import Kernel, KernelSource
+from ..toolchain import CompileError, atomic_write, cache_dir, find_tool, run_tool, version_tag
 
-
-class CompileError(RuntimeError):
-    """The generated source did not compile; the message is the compiler's."""
+__all__ = ["CompileError", "CubinRunner", "compile_cubin", "compile_emulated", "cuda_available",
+           "emulated_kernel", "emulated_runner", "find_tool"]
 
 
 _LOCK = threading.Lock()
 
 
-def _run(cmd: list[str], env: dict | None = None) -> str:
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        raise CompileError(f"{' '.join(cmd[:2])} ... failed:\n" + (r.stderr or r.stdout)[-6000:])
-    return r.stdout + r.stderr
-
-
-def _atomic_write(path: Path, data: bytes | str) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    if isinstance(data, str):
-        tmp.write_text(data)
-    else:
-        tmp.write_bytes(data)
-    tmp.replace(path)
-
-
-def find_tool(name: str, given: str | None = None) -> str | None:
-    if given:
-        return given if shutil.which(given) else None
-    return shutil.which(name)
+def cuda_available(nvcc: str | None = None) -> tuple[bool, str]:
+    """Whether cubins can be built (nvcc) and run here (a CUDA GPU, torch, and CuPy or
+    cuda-python to load them); else why not."""
+    if find_tool("nvcc", nvcc) is None:
+        return False, "no nvcc on PATH (install the CUDA toolkit)"
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return False, "nvcc compiles here, but there is no CUDA GPU to run on"
+    except ImportError:
+        return False, "running needs torch with CUDA: pip install 'kevolve[torch]'"
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        try:
+            import cuda.bindings  # noqa: F401
+        except ImportError:
+            return False, "running needs CuPy or cuda-python"
+    return True, ""
 
 
 def compile_cubin(source: KernelSource, nvcc: str, sub: str, flags: tuple[str, ...],
@@ -68,11 +65,11 @@ def compile_cubin(source: KernelSource, nvcc: str, sub: str, flags: tuple[str, .
     if cubin.exists() and log.exists():
         return cubin, log.read_text()
     src = stem.with_suffix(".cu")
-    _atomic_write(src, source.text)
+    atomic_write(src, source.text)
     tmp = d / f"{stem.name}.{os.getpid()}.{threading.get_ident()}.cubin"
     cmd = [nvcc, *flags, *[f"-I{p}" for p in include], "-o", str(tmp), str(src)]
-    out = _run(cmd)
-    _atomic_write(log, out)
+    out = run_tool(cmd)
+    atomic_write(log, out)
     tmp.replace(cubin)
     return cubin, out
 
@@ -86,10 +83,10 @@ def _emu_runtime(cxx: str, d: Path) -> tuple[Path, str]:
     so = d / f"kv_emu_rt-{tag}.so"
     if not so.exists():
         src = d / f"kv_emu_rt-{tag}.cpp"
-        _atomic_write(src, '#define KV_EMU_RUNTIME\n#include "kv_emu_rt.h"\n')
+        atomic_write(src, '#define KV_EMU_RUNTIME\n#include "kv_emu_rt.h"\n')
         tmp = d / f"kv_emu_rt-{tag}.{os.getpid()}.{threading.get_ident()}.so"
-        _run([cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", f"-I{inc}", str(src),
-              "-o", str(tmp)])
+        run_tool([cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", f"-I{inc}", str(src),
+                  "-o", str(tmp)])
         tmp.replace(so)
     return so, tag
 
@@ -103,11 +100,11 @@ def compile_emulated(source: KernelSource, cxx: str | None = None) -> ctypes.CDL
     so = d / f"{source.hash}-{tag}.so"
     if not so.exists():
         src = d / f"{source.hash}.cpp"
-        _atomic_write(src, source.text)
+        atomic_write(src, source.text)
         tmp = d / f"{source.hash}.{os.getpid()}.{threading.get_ident()}.so"
-        _run([cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-pthread", "-DKV_EMULATE",
-              "-w", f"-I{templates_dir() / 'cuda'}", "-x", "c++", str(src), "-x", "none",
-              str(rt), f"-Wl,-rpath,{d}", "-o", str(tmp)])
+        run_tool([cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-pthread", "-DKV_EMULATE",
+                  "-w", f"-I{templates_dir() / 'cuda'}", "-x", "c++", str(src), "-x", "none",
+                  str(rt), f"-Wl,-rpath,{d}", "-o", str(tmp)])
         tmp.replace(so)
     ctypes.CDLL(str(rt), mode=ctypes.RTLD_GLOBAL)
     return ctypes.CDLL(str(so))

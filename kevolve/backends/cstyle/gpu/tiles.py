@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.nodes import AxisRef, Load, Reduce, walk
-from ..schedule.errors import MoveError
-from ..schedule.plan import AxisMap, PLoop, Step
-from .clike import Assign, Comment, Decl
-from .gpu_c import If, Line, Range
-from .gpu_vector import Access, loads_with_conds, refs
-from .pyexpr import Ctx, emit, linear_offset
+from ....ir.nodes import AxisRef, Load, Reduce, walk
+from ....plan.model import AxisMap, PLoop, Step
+from ....schedule.errors import MoveError
+from ...pyexpr import Ctx, emit, linear_offset
+from ..scalar import ptr
+from ..stmts import Assign, Comment, Decl, If, Line, Range
+from .vector import Access, loads_with_conds, refs
 
 _UNTILED = "\0"  # marks an axis value that changes inside the step (not a tile coordinate)
 
@@ -82,7 +82,7 @@ class Tiles:
             if not found:
                 how = "as a value computed in the same program (registers or shared " \
                     "memory)" if buf in pctx.locals else "only through inlined code"
-                raise MoveError(None, "backend.cache", f"{self.b.g.name}: stage "
+                raise MoveError(None, "backend.cache", f"{self.b.lang.name}: stage "
                                 f"{st.stage.name!r} reads {buf!r} {how}, not from memory",
                                 f"drop the cache of {buf!r}, or cache a buffer the stage "
                                 "loads from memory (what it reads through inlined stages "
@@ -138,9 +138,9 @@ class Tiles:
         if m.fused:
             f, which = m.fused
             inner = b.k.root.axis(b.loops[f].origin[1])
-            ie = emit(inner.extent, c, b.lang.expr, _ptr)
+            ie = emit(inner.extent, c, b.lang.expr, ptr)
             return f"({b.var[f]} {'/' if which == 0 else '%'} ({ie}))"
-        parts = [emit(m.axis.start, c, b.lang.expr, _ptr)]
+        parts = [emit(m.axis.start, c, b.lang.expr, ptr)]
         for ln, s in zip(m.loops, m.strides):
             lp = next((x for x in st.reduce_loops if x.name == ln), None) if red \
                 else b.loops[ln]
@@ -174,14 +174,14 @@ class Tiles:
     def key(self, st: Step, ld: Load, canon: Ctx, strict: bool = True):
         """What identifies the tile `ld` reads: its element at each tile coordinate, and
         the bounds of the axes it spans (the copy is masked by them)."""
-        text = emit(ld, canon, self.b.lang.expr, _ptr)
+        text = emit(ld, canon, self.b.lang.expr, ptr)
         spans = tuple((p, size, canon.axes[a], emit(m.axis.extent, canon, self.b.lang.expr,
-                                                     _ptr))
+                                                     ptr))
                       for p, size, a, m, _ in self.positions(st, ld))
         if _UNTILED in text or any(_UNTILED in x for s in spans for x in s[2:]):
             if not strict:
                 return None
-            raise MoveError(None, "backend.cache", f"{self.b.g.name}: the tile of "
+            raise MoveError(None, "backend.cache", f"{self.b.lang.name}: the tile of "
                             f"{ld.buffer.name!r} that stage {st.stage.name!r} reads changes "
                             "inside the stage (it depends on a looped reduction's chunk "
                             "loop or on an untiled axis), so one program has no fixed tile "
@@ -199,7 +199,7 @@ class Tiles:
         spans = self.positions(st, ld)
         dtype = ld.buffer.dtype
         tile = Tile(f"kv_c{len(self.loaded)}", ld.buffer.name, [s[0] for s in spans],
-                    [s[1] for s in spans], b.g.ptr_type(dtype), dtype.name in ("bf16", "f16"))
+                    [s[1] for s in spans], b.lang.ptr_type(dtype), dtype.name in ("bf16", "f16"))
         b.shared_array(tile.name, tile.ctype, tile.elems, 16)
         coords = " x ".join(f"b{p}[{n}]" for p, n in zip(tile.order, tile.sizes)) or "1"
         vec = self.vector_copy(st, ld, spans, occ, out)
@@ -252,12 +252,12 @@ class Tiles:
                                      f"p_{ld.buffer.name} + {off}"))
         else:
             body.append(Assign(f"{tile.name}[{c}]", f"p_{ld.buffer.name}[{off}]"))
-        out.append(Line(b.g.barrier))
+        out.append(Line(b.lang.barrier))
         return tile
 
     def vector_copy(self, st: Step, ld: Load, spans, occ: list[tuple], out: list):
         """The vector access the copy uses when the tile's innermost position is a loop the
-        schedule vectorized (and the access is legal, see gpu_vector), else None."""
+        schedule vectorized (and the access is legal, see vector.py), else None."""
         if not spans or not (spans[-1][4].vector or 0) > 1:
             return None
         _, size, a, m, lp = spans[-1]
@@ -305,6 +305,3 @@ class Tiles:
         v = f"{tile.name}[{' + '.join(reversed(flat)) or '0'}]"
         return f"kv_f32({v})" if tile.widen else v
 
-
-def _ptr(name: str) -> str:
-    return f"p_{name}"

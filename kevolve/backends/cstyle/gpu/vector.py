@@ -3,7 +3,7 @@
 `vectorize` on a block loop with width W: on the generic path each thread then handles W
 consecutive elements of that loop's axis (a *vector point*) instead of one. A load that
 reads those W elements consecutively becomes one access of a vector type (`float4`,
-`__nv_bfloat162`, ...: the language's `GpuLang.vectors`) into a small register array; the
+`__nv_bfloat162`, ...: the language's `vectors` table) into a small register array; the
 W lanes (printed unrolled, so the arrays stay registers) compute their values from it,
 and a contiguous store writes them back as one access. A vectorized reduce block (a
 softmax row, after a `reduction` move) strides its lanes by W and reads W elements per
@@ -25,13 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.interp import InterpError, eval_int
-from ..ir.nodes import AxisRef, Binary, Const, Expr, Load, Reduce, Unary, Where, children, walk
-from ..schedule.plan import AxisMap, PLoop, Step
-from .clike import Assign, Comment, Decl
-from .gpu_c import If, Line, Unroll
-from .pyexpr import Ctx, linear_offset
-from .tilewriter import reduces_in
+from ....ir.interp import InterpError, eval_int
+from ....ir.nodes import AxisRef, Binary, Const, Expr, Load, Reduce, Unary, Where, children, walk
+from ....plan.model import AxisMap, PLoop, Step
+from ....plan.walk import reduces_in
+from ...pyexpr import Ctx, linear_offset
+from ..stmts import Assign, Comment, Decl, If, Line, Unroll
 
 MAX_ACCESS = 16  # bytes: the widest load or store one instruction makes (sm_90, gfx9)
 # bf16/f16 lanes are raw 16-bit patterns in registers (the module templates' helpers)
@@ -151,7 +150,7 @@ class Vectors:
     def access(self, ld: Load, m: AxisMap, width: int, occurrences: list[tuple]) -> Access | str:
         """The vector access of `ld` along `m`'s axis, or why it stays scalar."""
         a, buf = m.axis.name, ld.buffer.name
-        split = split_lanes(self.b.g.vectors, ld.buffer.dtype, width)
+        split = split_lanes(self.b.lang.vectors, ld.buffer.dtype, width)
         if split is None:
             return f"{buf}: no {width}-lane {ld.buffer.dtype} vector type"
         *rest, last = ld.index
@@ -331,7 +330,7 @@ class Vectors:
     def array(self, out: list, dtype, n: int, align: int, base: str) -> str:
         """A register array for W lanes (16-bit floats as their bit patterns)."""
         name = self.b.fresh(base)
-        t = "unsigned short" if dtype.name in _BITS else self.b.g.ptr_type(dtype)
+        t = "unsigned short" if dtype.name in _BITS else self.b.lang.ptr_type(dtype)
         out.append(Line(f"__align__({align}) {t} {name}[{n}];"))
         return name
 
@@ -418,7 +417,7 @@ class Vectors:
             b.shared_array(name, "float", size)
             lane.append(Assign(f"{name}[{idx}]", val))
             pctx.locals[st.stage.name] = f"{name}[{idx}]"
-            out.append(Line(b.g.barrier))
+            out.append(Line(b.lang.barrier))
             return
         if o is None:
             b.store(st, val, lctx, lane)

@@ -16,25 +16,26 @@ wavefront 32) is compiled by nvcc to a cubin and launched like the cuda backend'
 from __future__ import annotations
 
 import os
-import struct
 import threading
 
-from ..schedule.errors import MoveError
-from .base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
-from .compiler_reports import parse_amd_remarks, parse_ptxas
-from .cuda import gpu_source
-from .gpu_c import check_gpu, hip_lang
-from .gpu_runtime import (
+from ...resources import templates_dir
+from ...schedule.errors import MoveError
+from ..base import Backend, Caps, Kernel, KernelSource, check_caps
+from ..compiler_reports import parse_amd_remarks, parse_ptxas
+from ..cstyle.gpu.block import check_gpu
+from ..cstyle.gpu.module import gpu_source
+from ..cstyle.languages import HipLanguage
+from ..cuda.runtime import CubinRunner, compile_cubin, cuda_available, emulated_kernel
+from ..toolchain import (
     CompileError,
-    CubinRunner,
-    _atomic_write,
-    _run,
-    compile_cubin,
-    emulated_kernel,
+    atomic_write,
+    cache_dir,
     find_tool,
+    run_tool,
+    tool_version,
+    version_tag,
 )
-from .templating import render  # noqa: F401  (templates are found through gpu_source)
-from .tools import tool_version, version_tag
+from .retarget import retarget_code_object
 
 __all__ = ["HipBackend", "AMD_TARGETS", "retarget_code_object"]
 
@@ -72,7 +73,7 @@ class HipBackend(Backend):
         self.hipcc, self.nvcc = hipcc, nvcc
         self.emulate = emulate
         self.loader = loader  # HIP-on-CUDA: cupy | cuda-python | None (either)
-        self.lang = hip_lang(self.wavefront)
+        self.lang = HipLanguage(self.wavefront)
         self.caps = _caps(platform, self.wavefront, self.arch)
         self.tensor_lib = "numpy" if emulate else "torch"
         self.runs_on = "host" if emulate else "device"
@@ -85,8 +86,7 @@ class HipBackend(Backend):
                 return False, "no hipcc on PATH (Debian: apt-get install hipcc)"
             return False, ("hipcc compiles here; kevolve has no AMD GPU loader yet "
                            "(HipBackend(platform='nvidia') runs HIP source on NVIDIA GPUs)")
-        from .cuda import CudaBackend
-        return CudaBackend(nvcc=self.nvcc).available()
+        return cuda_available(self.nvcc)
 
     def check(self, sched, plan) -> None:
         want = 64 if self.platform == "amd" else 32
@@ -132,7 +132,6 @@ class HipBackend(Backend):
             nvcc = find_tool("nvcc", self.nvcc)
             if nvcc is None:
                 raise CompileError("no nvcc on PATH: HIP-on-CUDA compiles with nvcc")
-            from ..resources import templates_dir
             cubin, log = compile_cubin(source, nvcc, "hip-on-cuda", source.flags,
                                        include=(templates_dir() / "hip",))
             diag = {"arch": self.arch, "platform": "nvidia", "cubin": str(cubin),
@@ -162,76 +161,16 @@ class HipBackend(Backend):
         obj, logf = d / f"{stem}.{base}.co", d / f"{stem}.{base}.log"
         if not (obj.exists() and logf.exists()):
             src = d / f"{source.hash}.hip"
-            _atomic_write(src, source.text)
+            atomic_write(src, source.text)
             tmp = d / f"{stem}.{base}.{os.getpid()}.{threading.get_ident()}.tmp"
             env = dict(os.environ, HIP_PLATFORM="amd")
-            _atomic_write(logf, _run([hipcc, *source.flags, str(src), "-o", str(tmp)],
-                                     env=env))
+            atomic_write(logf, run_tool([hipcc, *source.flags, str(src), "-o", str(tmp)],
+                                        env=env))
             tmp.replace(obj)
         log = logf.read_text()
         if base == self.arch:
             return obj, log
         out = d / f"{stem}.{self.arch}.co"
         if not out.exists():
-            _atomic_write(out, retarget_code_object(obj.read_bytes(), base, self.arch))
+            atomic_write(out, retarget_code_object(obj.read_bytes(), base, self.arch))
         return out, log
-
-
-# -- gfx940 -> gfx942 ---------------------------------------------------------------------
-
-_BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
-_EF_AMDGPU_MACH = 0xFF
-_MACH = {"gfx90a": 0x3F, "gfx940": 0x40, "gfx941": 0x4B, "gfx942": 0x4C}
-
-
-def retarget_code_object(data: bytes, src: str, dst: str) -> bytes:
-    """Rewrite a clang offload bundle (or a bare AMDGPU ELF) compiled for `src` so that it
-    declares `dst`: the ELF header's EF_AMDGPU_MACH field and every target-id string
-    (`amdgcn-amd-amdhsa--gfx940`, same length) change; the machine code does not. Sound only
-    between processors with the same instruction set (gfx940 and gfx942: LLVM later folds
-    both into its gfx9-4-generic target). Raises ValueError when the input is not what it
-    expects, rather than writing a half-patched object."""
-    if len(src) != len(dst):
-        raise ValueError("target names must have the same length")
-    if data.startswith(_BUNDLE_MAGIC):
-        return _retarget_bundle(data, src, dst)
-    return _retarget_elf(data, src, dst)
-
-
-def _retarget_elf(elf: bytes, src: str, dst: str) -> bytes:
-    if elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[18] != 224:  # ELF64, EM_AMDGPU
-        raise ValueError("not an AMDGPU ELF64 code object")
-    flags = struct.unpack_from("<I", elf, 48)[0]
-    if flags & _EF_AMDGPU_MACH != _MACH[src]:
-        raise ValueError(f"code object is for machine {flags & _EF_AMDGPU_MACH:#x}, "
-                         f"not {src} ({_MACH[src]:#x})")
-    out = bytearray(elf)
-    struct.pack_into("<I", out, 48, (flags & ~_EF_AMDGPU_MACH) | _MACH[dst])
-    old, new = f"amdgcn-amd-amdhsa--{src}".encode(), f"amdgcn-amd-amdhsa--{dst}".encode()
-    if old not in out:
-        raise ValueError(f"no target id {old.decode()!r} in the code object")
-    return bytes(out).replace(old, new)
-
-
-def _retarget_bundle(data: bytes, src: str, dst: str) -> bytes:
-    n = struct.unpack_from("<Q", data, 24)[0]
-    pos = 32
-    entries = []
-    for _ in range(n):
-        off, size, idlen = struct.unpack_from("<QQQ", data, pos)
-        pos += 24
-        tid = data[pos:pos + idlen].decode()
-        pos += idlen
-        entries.append((tid, off, size))
-    out = bytearray(data)
-    hit = False
-    for tid, off, size in entries:
-        if tid.endswith(f"--{src}"):
-            out[off:off + size] = _retarget_elf(data[off:off + size], src, dst)
-            hit = True
-    if not hit:
-        raise ValueError(f"no {src} entry in the offload bundle")
-    # Entry ids are in the header; same length, so offsets stay valid.
-    old, new = f"amdhsa--{src}".encode(), f"amdhsa--{dst}".encode()
-    head = bytes(out[:pos]).replace(old, new)
-    return head + bytes(out[pos:])

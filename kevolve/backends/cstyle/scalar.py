@@ -1,154 +1,33 @@
-"""The C-like family's emitter: a KernelPlan becomes a tree of scalar loops.
+"""The scalar execution model of the C family: a KernelPlan becomes a tree of loops.
 
 Blocks of the plan become loops whose bounds carry the masks (so no load needs a guard);
-grid loops become parallel loops (CPU) or the launch grid (GPU languages); steps computed
-at the root keep their values in small local arrays indexed by block position. A language
-is data (`CLang`): types, math names, pragmas, qualifiers. Statement printers for C-style
-syntax and for Python (numba) walk the same tree."""
+grid loops become parallel loops (CPU) or the program grid (GPU, MTIA); steps computed at
+the root keep their values in small local arrays indexed by block position. The host C,
+numba and MTIA backends print this tree; the GPU emitter (gpu/block.py) builds on it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..ir.nodes import AxisRef, Const, Dim, Expr, Load, Reduce, op_dims, walk
-from ..schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
-from .pyexpr import Ctx, PyLang, emit, linear_offset
-from .tilewriter import grid_count, levels, reduces_in
-
-# -- statements ---------------------------------------------------------------------------
-
-
-@dataclass
-class Decl:
-    name: str
-    ctype: str  # f32 | i64 | ...
-    init: str | None = None
-    size: int | None = None  # local array
-
-
-@dataclass
-class Assign:
-    target: str
-    value: str
-
-
-@dataclass
-class Comment:
-    text: str
-
-
-@dataclass
-class For:
-    var: str
-    hi: str
-    body: list
-    kind: str = "seq"  # grid | seq | simd
-    reduction: tuple[str, str] | None = None  # (op, var) for simd reductions
-    vector: int | None = None
-    unroll: int | None = None
-
-
-@dataclass
-class Prefetch:
-    """A hint to fetch the cache line at `addr` (an lvalue) ahead of its use."""
-
-    addr: str
-
-
-@dataclass
-class If:
-    cond: str
-    body: list
-
-
-@dataclass
-class Check:
-    """Early exit of the launcher when a shape guard fails."""
-
-    cond: str
-    code: int
-
-
-# -- languages ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CLang:
-    name: str
-    expr: PyLang
-    types: dict[str, str]
-    ident: dict[str, str]  # reduction identities by op
-    combine: dict[str, str]  # "{a}", "{b}" templates
-    min_call: str = "kv_min({a}, {b})"
-    omp: bool = False
-    to_acc: str = "(float)({})"  # a value converted to the accumulator type
-    zero: str = "0.0f"
-    store_cast: dict = None  # output dtype -> "{}" template applied to stored values
-    prefetch: str | None = None  # "{}" template for a prefetch of an address, if any
-    line_bytes: int = 64
-
-
-def c_float(v: float) -> str:
-    if v != v:
-        return "NAN"
-    if v in (float("inf"), float("-inf")):
-        return "INFINITY" if v > 0 else "(-INFINITY)"
-    r = repr(float(v))
-    return (r if ("e" in r or "." in r) else r + ".0") + "f"
-
-
-def c_expr_lang(load) -> PyLang:
-    u = {"exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "(1.0f / sqrtf({}))",
-         "sigmoid": "(1.0f / (1.0f + expf(-({}))))", "erf": "erff({})", "abs": "fabsf({})",
-         "tanh": "tanhf({})", "not": "(!({}))"}
-    ops = {"add": "+", "sub": "-", "mul": "*", "mod": "%", "lt": "<", "le": "<=", "gt": ">",
-           "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||", "pow": "**"}
-    return PyLang(unary={k: v.format for k, v in u.items()}, maximum="fmaxf",
-                  minimum="fminf", where=lambda c, a, b: f"(({c}) ? ({a}) : ({b}))",
-                  load=load, cast=lambda c, t: f"(({C_TYPES[t.name]})({c}))",
-                  float_const=c_float, binops=ops, intdiv="/", int_maximum="kv_max",
-                  int_minimum="kv_min")
-
-
-C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t",
-           "bool": "int", "f16": "_Float16", "bf16": "float"}
-
-
-def c_load(ptr: str, off: str, mask, ld: Load) -> str:
-    return f"{ptr}[{off}]"
-
-
-def c_signature(plan: Plan, restrict: str, ctype=None) -> dict:
-    """What every C-family launcher and kernel signature needs: dims in order, the named
-    buffers (inputs and outputs, then scratch), kernel parameters and call arguments."""
-    op = plan.op
-    ctype = ctype or (lambda b: C_TYPES[b.dtype.name])
-    dims = op_dims(op)
-    names = [b.name for b in op.inputs] + list(op.outputs)
-    every = names + list(plan.scratch)
-    return {"dims": dims, "names": names,
-            "buffers": [{"name": n, "ctype": ctype(op.buffer(n))} for n in names],
-            "params": ", ".join([f"{ctype(op.buffer(n))} *{restrict} p_{n}" for n in every] +
-                                [f"const int64_t d_{d}" for d in dims]),
-            "args": ", ".join([f"p_{n}" for n in every] + [f"d_{d}" for d in dims])}
-
-
-# -- the builder --------------------------------------------------------------------------
+from ...ir.nodes import AxisRef, Const, Dim, Expr, Load, Reduce, walk
+from ...plan.model import AxisMap, KernelPlan, Plan, PLoop, Step
+from ...plan.walk import KernelWalk, grid_count, reduces_in
+from ..pyexpr import Ctx, emit, linear_offset
+from .language import CStyleLanguage
+from .stmts import Assign, Comment, Decl, For, If, Prefetch
 
 
 def ptr(name: str) -> str:
+    """A buffer's pointer parameter in every C-family kernel."""
     return f"p_{name}"
 
 
-class ScalarBuilder:
+class ScalarEmitter(KernelWalk):
     """Builds the loop tree of one kernel of a plan for a scalar language."""
 
-    def __init__(self, plan: Plan, k: KernelPlan, lang: CLang):
-        self.plan, self.k, self.lang = plan, k, lang
+    def __init__(self, plan: Plan, k: KernelPlan, lang: CStyleLanguage):
+        super().__init__(plan, k)
+        self.lang = lang
         self.var: dict[str, str] = {}
         self.n = 0
-        self.loops = {lp.name: lp for lp in k.loops}
-        self.role = {lp.name: lp.role for lp in k.loops}  # reduce loops join as they open
 
     def fresh(self, base: str) -> str:
         self.n += 1
@@ -159,34 +38,34 @@ class ScalarBuilder:
 
     def build(self) -> list:
         """The kernel body: grid loops around the program (steps by level)."""
-        k = self.k
-        outer: list = []
-        body = outer
-        for lp in k.grid:
+        return self.walk()
+
+    # -- the walk's hooks ----------------------------------------------------------------
+    def open_grid(self, out: list) -> list:
+        """Grid loops (parallel on the host), nested; the program runs in the innermost."""
+        body = out
+        for lp in self.k.grid:
             v = f"g_{lp.name}"
             self.var[lp.name] = v
             inner: list = []
-            body.append(For(v, f"({self.ex(grid_count(k, lp), Ctx())})", inner, "grid"))
+            body.append(For(v, f"({self.ex(grid_count(self.k, lp), Ctx())})", inner, "grid"))
             body = inner
-        ctx = Ctx()
-        root_maps = {m.axis.name: m for m in k.steps[-1].spatial}
-        for m in root_maps.values():  # grid-only axes: their values may bound the loops below
-            if all(self.role.get(ln) == "grid" for ln in m.loops):
-                self.value(m, ctx, body, None)
-        for lvl, steps in levels(k):
-            if lvl is not None:
-                m = next(mm for mm in root_maps.values() if lvl.name in mm.loops)
-                self.bounds(m, ctx, body)
-                s = m.strides[m.loops.index(lvl.name)]
-                v = f"s_{lvl.name}"
-                inner = []
-                body.append(For(v, f"(({ctx.axes['__ext_' + m.axis.name]}) + {s - 1}) / {s}",
-                                inner, unroll=lvl.unroll))
-                self.var[lvl.name] = v
-                body = inner
-            for st in steps:
-                self.step(st, ctx, body)
-        return outer
+        return body
+
+    def context(self) -> Ctx:
+        return Ctx()
+
+    def axis_value(self, m: AxisMap, ctx: Ctx, out: list) -> None:
+        self.value(m, ctx, out, None)
+
+    def open_seq(self, lvl: PLoop, m: AxisMap, stride: int, ctx: Ctx, body: list) -> list:
+        self.bounds(m, ctx, body)
+        v = f"s_{lvl.name}"
+        inner: list = []
+        body.append(For(v, f"(({ctx.axes['__ext_' + m.axis.name]}) + {stride - 1}) / {stride}",
+                        inner, unroll=lvl.unroll))
+        self.var[lvl.name] = v
+        return inner
 
     # -- axes ------------------------------------------------------------------------
     def bounds(self, m: AxisMap, ctx: Ctx, out: list) -> None:
@@ -465,94 +344,3 @@ class ScalarBuilder:
         off = linear_offset(st.stage.store_index, out.shape, lambda e: self.ex(e, ctx))
         cast = self.lang.store_cast.get(out.dtype.name, "{}").format(val)
         body.append(Assign(f"{ptr(out.name)}[{off}]", cast))
-
-
-# -- printers -----------------------------------------------------------------------------
-
-
-def c_line(s, types: dict[str, str], pad: str) -> str | None:
-    """The line of a statement every C-family printer writes alike (a declaration, an
-    assignment, a comment); None for the others."""
-    if isinstance(s, Decl):
-        if s.size:
-            return f"{pad}{types[s.ctype]} {s.name}[{s.size}];"
-        return f"{pad}{types[s.ctype]} {s.name}{' = ' + s.init if s.init is not None else ''};"
-    if isinstance(s, Assign):
-        return f"{pad}{s.target} = {s.value};"
-    if isinstance(s, Comment):
-        return f"{pad}/* {s.text} */"
-    return None
-
-
-def print_c(stmts: list, lang: CLang, ind: int = 1, in_grid: bool = False) -> list[str]:
-    """C syntax for the statement tree (OpenMP pragmas when `lang.omp`)."""
-    out: list[str] = []
-    pad = "    " * ind
-    for s in stmts:
-        if (line := c_line(s, lang.types, pad)) is not None:
-            out.append(line)
-        elif isinstance(s, Check):
-            out.append(f"{pad}if (!({s.cond})) return {s.code};")
-        elif isinstance(s, Prefetch):
-            if lang.prefetch:
-                out.append(f"{pad}{lang.prefetch.format(s.addr)};")
-        elif isinstance(s, If):
-            out.append(f"{pad}if ({s.cond}) {{")
-            out.extend(print_c(s.body, lang, ind + 1, in_grid))
-            out.append(f"{pad}}}")
-        elif isinstance(s, For):
-            if s.kind == "grid" and lang.omp and not in_grid:
-                out.append(f"{pad}#pragma omp parallel for collapse({len(_grid_chain(s))}) "
-                           "schedule(static)")
-            elif s.kind == "simd" and lang.omp and (s.vector or not s.reduction):
-                # A reduction loop is left to the auto-vectorizer (-ffast-math lets it
-                # reassociate): GCC 12 fails to vectorize `omp simd reduction` loops nested
-                # in other loops (it privatizes the accumulator through memory).
-                extra = f" reduction({_omp_op(s.reduction[0])}:{s.reduction[1]})" \
-                    if s.reduction else ""
-                extra += f" simdlen({s.vector})" if s.vector else ""
-                out.append(f"{pad}#pragma omp simd{extra}")
-            elif s.unroll and lang.omp:
-                out.append(f"{pad}#pragma GCC unroll {s.unroll}")
-            out.append(f"{pad}for (int64_t {s.var} = 0; {s.var} < {s.hi}; ++{s.var}) {{")
-            out.extend(print_c(s.body, lang, ind + 1, s.kind == "grid"))
-            out.append(f"{pad}}}")
-    return out
-
-
-def _grid_chain(s: For) -> list[For]:
-    chain = [s]
-    while len(s.body) == 1 and isinstance(s.body[0], For) and s.body[0].kind == "grid":
-        s = s.body[0]
-        chain.append(s)
-    return chain
-
-
-def _omp_op(op: str) -> str:
-    return {"sum": "+", "max": "max", "min": "min"}[op]
-
-
-def print_py(stmts: list, ind: int = 1) -> list[str]:
-    """Python syntax (numba): grid loops become prange over the first grid loop."""
-    out: list[str] = []
-    pad = "    " * ind
-    for s in stmts:
-        if isinstance(s, Decl):
-            if s.size:
-                dtype = "np.float32" if s.ctype.startswith("f") else "np.int64"
-                out.append(f"{pad}{s.name} = np.empty({s.size}, dtype={dtype})")
-            else:
-                out.append(f"{pad}{s.name} = {s.init if s.init is not None else '0'}")
-        elif isinstance(s, Assign):
-            out.append(f"{pad}{s.target} = {s.value}")
-        elif isinstance(s, Comment):
-            out.append(f"{pad}# {s.text}")
-        elif isinstance(s, Check):
-            out.append(f"{pad}if not ({s.cond}):")
-            out.append(f"{pad}    return {s.code}")
-        elif isinstance(s, For):
-            rng = "prange" if s.kind == "grid" else "range"
-            out.append(f"{pad}for {s.var} in {rng}({s.hi}):")
-            body = print_py(s.body, ind + 1)
-            out.extend(body or [f"{pad}    pass"])
-    return out

@@ -1,0 +1,399 @@
+"""Lowering: a Schedule plus a shape class (bound dims) becomes a Plan of kernels.
+
+Every root stage (not inlined, not computed at a consumer) becomes one kernel. Its grid
+loops must be outermost; its other spatial loops are sequential loops or blocks; producers
+computed at it become steps inside the program. Cross-stage legality (the second layer,
+for what one move alone cannot decide) is checked here and reported as MoveErrors."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir.interp import eval_int
+from ..ir.nodes import (
+    Axis,
+    AxisRef,
+    Binary,
+    Cast,
+    Const,
+    Expr,
+    Load,
+    Op,
+    Reduce,
+    Unary,
+    rebuild,
+    substitute_axes,
+    walk,
+)
+from ..schedule.defaults import p2
+from ..schedule.errors import MoveError
+from ..schedule.state import Schedule, StageSched
+from .model import AxisMap, KernelPlan, Plan, PLoop, Step
+
+
+def effective_bodies(sched: Schedule) -> dict[str, Expr]:
+    """Each stage's body with inlined producers substituted (recursively)."""
+    op = sched.op
+    inl = {s.name for s in sched.stages if s.placement == "inline"}
+    out: dict[str, Expr] = {}
+    for s in op.stages:
+        def sub(n: Expr) -> Expr | None:
+            if isinstance(n, Load) and n.buffer.name in inl:
+                prod = op.stage(n.buffer.name)
+                return substitute_axes(out[prod.name], {a.name: i for a, i in
+                                                        zip(prod.axes, n.index)})
+            return None
+        out[s.name] = rebuild(s.body, sub)
+    return out
+
+
+def _reads(body: Expr, name: str) -> list[Load]:
+    return [n for n in walk(body) if isinstance(n, Load) and n.buffer.name == name]
+
+
+def _bound(a: Axis, dims: dict[str, int]) -> int:
+    return eval_int(a.bound, dims)
+
+
+def lower(sched: Schedule, dims: dict[str, int]) -> Plan:
+    op = sched.op
+    bodies = effective_bodies(sched)
+    roots = [s for s in sched.stages if s.placement == "root"]
+    at = [s for s in sched.stages if s.placement == "at"]
+    root_names = {s.name for s in roots}
+    for s in at:
+        if s.at[0] not in root_names:
+            raise MoveError(s.placed_by, "semantics.nested_compute_at", f"{s.name!r} is "
+                            f"computed at {s.at[0]!r}, which is not itself a kernel root",
+                            "compute both producers at the same root stage")
+    kernels = [_kernel(sched, op, r, [s for s in at if s.at[0] == r.name], bodies, dims)
+               for r in roots]
+    scratch = tuple(r.name for r in roots if r.name not in op.outputs)
+    return Plan(op, tuple(kernels), scratch, tuple(sorted(dims.items())))
+
+
+def _kernel(sched: Schedule, op: Op, rs: StageSched, steps_at: list[StageSched],
+            bodies: dict[str, Expr], dims: dict[str, int]) -> KernelPlan:
+    root = op.stage(rs.name)
+    guards: list[tuple[Expr, str]] = []
+    loops: list[PLoop] = []
+    seen_nongrid = False
+    pos = 0
+    for lp in rs.loops:
+        if lp.kind != "spatial":
+            continue
+        ax = root.axis(lp.origin[0])
+        if lp.bind == "grid":
+            if seen_nongrid:
+                raise MoveError(None, "semantics.grid_order", f"grid axis {lp.name!r} of "
+                                f"{rs.name!r} runs inside a non-grid loop",
+                                f'reorder {rs.name!r} so grid axes come first')
+            loops.append(PLoop(lp.name, lp.origin, "grid", lp.size, tail=lp.tail))
+            continue
+        seen_nongrid = True
+        if lp.part == "fused":
+            raise MoveError(None, "backend.fused_loop", f"fused loop {lp.name!r} of "
+                            f"{rs.name!r} is not bound to the grid", "bind it to the grid")
+        if lp.part == "outer":
+            loops.append(PLoop(lp.name, lp.origin, "seq", unroll=lp.unroll))
+            continue
+        size = lp.size if lp.part == "inner" else p2(_bound(ax, dims))
+        if lp.part == "whole" and not ax.is_jagged:
+            guards.append((Binary("le", ax.extent, Const(size)), f"{rs.name}.{lp.name}: "
+                           f"extent must fit one tile of {size}"))
+        if lp.part == "whole" and ax.max_extent is not None:
+            guards.append((Binary("le", ax.max_extent, Const(size)), f"{rs.name}.{lp.name}: "
+                           f"max_extent must fit one tile of {size}"))
+        loops.append(PLoop(lp.name, lp.origin, "block", size, pos, lp.tail, lp.vector,
+                           lp.unroll, lp.bind))
+        pos += 1
+    maps = {a.name: _axis_map(rs, root.axis(a.name), loops, dims, guards) for a in root.axes}
+    _check_loop_bounds(rs, root, loops)
+    rank = pos
+    pos_sizes = [lp.size for lp in loops if lp.role == "block"]
+
+    order = [lp.name for lp in loops]
+    steps: list[Step] = []
+    mapped: dict[str, dict[str, AxisMap]] = {rs.name: maps}
+    for ps in [s for s in sched.stages if s in steps_at]:
+        prod = op.stage(ps.name)
+        level = ps.at[1]
+        if level not in order and level not in {lp.name for lp in rs.loops}:
+            raise MoveError(ps.placed_by, "schema.unknown_axis", f"{rs.name!r} has no loop "
+                            f"{level!r}", f"loops: {', '.join(order)}")
+        lvl = next((lp for lp in loops if lp.name == level), None)
+        if lvl is None or lvl.role == "block":
+            raise MoveError(ps.placed_by, "semantics.compute_at_block", f"{level!r} is a tile "
+                            "of the consumer, not a loop", "compute at a grid or outer axis")
+        pmap = _producer_map(op, prod, rs.name, mapped, bodies, ps.placed_by)
+        for m in pmap.values():
+            for ln in m.loops:
+                lpl = next(x for x in loops if x.name == ln)
+                if lpl.role == "seq" and order.index(ln) > order.index(level):
+                    raise MoveError(ps.placed_by, "semantics.compute_at_level", f"{ps.name!r}"
+                                    f" depends on loop {ln!r}, which runs inside {level!r}",
+                                    f"compute it at [{rs.name!r}, {ln!r}]")
+        mapped[ps.name] = pmap
+        steps.append(_step(ps, prod, bodies, pmap,
+                           None if lvl.role == "grid" else level, loops, dims, rank, False,
+                           root, guards))
+    inner_seq = [lp.name for lp in loops if lp.role == "seq"]
+    steps.append(_step(rs, root, bodies, maps, inner_seq[-1] if inner_seq else None, loops,
+                       dims, rank, True, root, guards))
+    _check_consumers(op, sched, rs, steps, bodies)
+    steps = _fold_online(sched, steps, bodies)
+    rank = max([rank] + [lp.pos + 1 for st in steps for lp in st.reduce_loops
+                         if lp.pos is not None])
+    return KernelPlan(f"k_{rs.name}", root, tuple(loops), tuple(steps), rank,
+                      tuple(pos_sizes), sched.num_warps, sched.num_stages, sched.group_m,
+                      tuple(guards), sched.dot_precision, sched.constexpr_dims,
+                      sched.persistent, sched.pipeline)
+
+
+def _tile_axes(root, loops: list[PLoop]) -> set[str]:
+    return {n for lp in loops if lp.role == "block" for n in lp.origin}
+
+
+def _check_loop_bounds(rs: StageSched, root, loops: list[PLoop]) -> None:
+    """A loop over tiles needs one trip count per program: the bounds of a split axis may
+    not vary across another axis' tile (a triangle, a jagged segment inside a tile)."""
+    tiles = _tile_axes(root, loops)
+    for lp in loops:
+        if lp.role != "seq":
+            continue
+        ax = root.axis(lp.origin[0])
+        deps = {n.axis.name for e in (ax.start, ax.extent) for n in walk(e)
+                if isinstance(n, AxisRef)}
+        if deps & tiles:
+            raise MoveError(None, "semantics.split_varying", f"{rs.name}.{ax.name} is split "
+                            f"into a loop, but its bounds vary across tile axis "
+                            f"{sorted(deps & tiles)[0]!r}", f"keep {ax.name!r} whole, or bind "
+                            f"{sorted(deps & tiles)[0]!r} to the grid first")
+
+
+def _axis_map(st: StageSched, ax: Axis, loops: list[PLoop], dims, guards) -> AxisMap:
+    mine = [lp for lp in loops if ax.name in lp.origin]
+    if not mine:
+        raise MoveError(None, "semantics.lost_axis", f"axis {ax.name!r} has no loop", "")
+    if len(mine) == 1 and len(mine[0].origin) == 2:
+        f = mine[0]
+        return AxisMap(ax, (f.name,), (1,), (f.name, f.origin.index(ax.name)), False)
+    strides = [_prod(x.size for x in mine[k + 1:] if x.size) for k in range(len(mine))]
+    inner = mine[-1]
+    if ax.is_jagged:
+        masked = True
+    elif inner.role == "grid" and len(mine) == 1:
+        masked = False
+    else:
+        masked = not _exact(st.name, ax, inner.size, inner.tail == "guard", dims, guards)
+    return AxisMap(ax, tuple(lp.name for lp in mine), tuple(strides), None, masked)
+
+
+def _exact(where: str, ax: Axis, size: int, forced: bool, dims, guards) -> bool:
+    """Drop the mask of a tiled rectangular axis when the shape class divides evenly (or the
+    schedule demands it with a guard tail); the kernel then guards divisibility at launch.
+    Constant trip counts are what let C compilers unroll and vectorize without epilogues."""
+    if ax.is_jagged or ax.start != Const(0):
+        return False
+    if not forced and eval_int(ax.extent, dims) % size:
+        return False
+    guards.append((Binary("eq", Binary("mod", ax.extent, Const(size)), Const(0)),
+                   f"{where}.{ax.name}: extent must be a multiple of {size}"))
+    return True
+
+
+def _prod(xs) -> int:
+    r = 1
+    for x in xs:
+        r *= x
+    return r
+
+
+def _producer_map(op: Op, prod, root: str, mapped, bodies, idx) -> dict[str, AxisMap]:
+    """Map the producer's spatial axes onto the root's loops, through a stage that reads it
+    at its own axes (the root, or another step already mapped)."""
+    for reader, rmap in mapped.items():
+        for ld in _reads(bodies[reader], prod.name):
+            if all(isinstance(i, AxisRef) and i.axis.name in rmap for i in ld.index):
+                # The load indexes the producer's buffer, whose dims are its store index
+                # (its own axes unless it stores elsewhere, e.g. transposed or jagged).
+                got = {si.axis.name: rmap[li.axis.name]
+                       for si, li in zip(prod.store_index, ld.index)
+                       if isinstance(si, AxisRef)}
+                if all(pa.name in got for pa in prod.axes):
+                    return {pa.name: _retarget(got[pa.name], pa) for pa in prod.axes}
+    raise MoveError(idx, "semantics.compute_at_index", f"no stage computed in {root!r} reads "
+                    f"{prod.name!r} at its own axes", "compute it at the stage that reads it "
+                    "(or at root)")
+
+
+def _retarget(m: AxisMap, a: Axis) -> AxisMap:
+    return AxisMap(a, m.loops, m.strides, m.fused, m.masked)
+
+
+def _step(ss: StageSched, stage, bodies, spatial: dict[str, AxisMap], level, loops, dims,
+          rank: int, is_root: bool, stage_root, guards: list) -> Step:
+    body = bodies[ss.name]
+    blocks = {lp.name: lp for lp in loops if lp.role == "block"}
+    used_pos = {blocks[ln].pos for m in spatial.values() for ln in m.loops if ln in blocks}
+    dot = _is_dot(body, ss, spatial, blocks, rank, dims)
+    red_loops: list[PLoop] = []
+    red_maps: list[AxisMap] = []
+    next_pos = rank
+    for a in stage.reduce_axes:
+        mine = [lp for lp in ss.loops if lp.kind == "reduce" and a.name in lp.origin]
+        pls = []
+        for lp in mine:
+            if lp.part == "outer":
+                pls.append(PLoop(lp.name, lp.origin, "seq", unroll=lp.unroll))
+                continue
+            size = lp.size if lp.part == "inner" else p2(_bound(a, dims))
+            if lp.part == "whole":  # one tile holds the whole reduction: guard that
+                guards.append((Binary("le", a.bound, Const(size)), f"{ss.name}.{a.name}: "
+                               f"{'max_extent' if a.max_extent is not None else 'extent'} "
+                               f"must fit one tile of {size}"))
+            pos = None
+            if not dot:
+                pos = _reuse_pos(a, stage_root, loops, used_pos, dims)
+                if pos is None:
+                    pos, next_pos = next_pos, next_pos + 1
+                used_pos.add(pos)
+            pls.append(PLoop(lp.name, lp.origin, "block", size, pos, lp.tail, lp.vector,
+                             lp.unroll))
+        strides = tuple(_prod(x.size for x in pls[k + 1:] if x.size) for k in range(len(pls)))
+        deps = {n.axis.name for e in (a.start, a.extent) for n in walk(e)
+                if isinstance(n, AxisRef)}
+        tiled = {name for name, m in spatial.items() if any(ln in blocks for ln in m.loops)}
+        if any(p.role == "seq" for p in pls) and deps & tiled:
+            raise MoveError(None, "semantics.split_varying", f"{ss.name}.{a.name} is split "
+                            f"into a loop, but its bounds vary across tile axis "
+                            f"{sorted(deps & tiled)[0]!r}", f"keep {a.name!r} whole, or "
+                            "bind that axis to the grid first")
+        red_loops.extend(pls)
+        blk = pls[-1]
+        masked = not _exact(ss.name, a, blk.size, blk.tail == "guard", dims, guards) \
+            if blk.role == "block" else True
+        red_maps.append(AxisMap(a, tuple(x.name for x in pls), strides, None, masked))
+    strat = ss.reduction
+    looped = any(lp.role == "seq" for lp in red_loops)
+    if strat == "auto":
+        strat = "looped" if looped else ("single" if red_loops else "none")
+    elif strat == "single" and looped:
+        raise MoveError(ss.reduction_by, "semantics.single_split", f"{ss.name!r} is split, so "
+                        "it cannot reduce in a single tile", "drop the split or use looped")
+    elif strat == "split":
+        raise MoveError(ss.reduction_by, "backend.split_reduction", "split reductions are "
+                        "not implemented by the tile lowering yet", "use looped or online")
+    if strat == "online" and not isinstance(body, Reduce):
+        raise MoveError(ss.reduction_by, "semantics.online", f"{ss.name!r} is not a plain "
+                        "reduction", "online needs sum_(exp(x - max)) as the whole body")
+    if dot and strat in ("single", "looped"):
+        strat = "dot"
+    return Step(stage, body, level, tuple(spatial[a.name] for a in stage.axes),
+                tuple(red_loops), tuple(red_maps), strat, None, is_root, ss.prefetch,
+                ss.caches, ss.store_parts)
+
+
+def _strip(x: Expr) -> Expr:
+    return x.x if isinstance(x, Cast) and x.dtype.is_float else x
+
+
+def _is_dot(body: Expr, ss: StageSched, spatial: dict[str, AxisMap], blocks, rank: int,
+            dims) -> bool:
+    """A contraction the tile backends can hand to a matrix unit: the whole body is
+    sum_k(A * B), A spans block position 0 and k, B spans position 1 and k, tiles >= 16.
+    With three block positions, the first is a batch both operands span (several samples
+    per program, e.g. rows_per_program on a grid axis): A spans 0, 1 and k, B 0, 2 and k."""
+    if rank not in (2, 3) or not isinstance(body, Reduce) or body.op != "sum" \
+            or len(body.axes) != 1:
+        return False
+    mul = body.body
+    if not isinstance(mul, Binary) or mul.op != "mul":
+        return False
+    a, b = _strip(mul.a), _strip(mul.b)
+    if not (isinstance(a, Load) and isinstance(b, Load)):
+        return False
+    k = body.axes[0].name
+    kl = [lp for lp in ss.loops if lp.kind == "reduce" and k in lp.origin]
+    ksize = next((lp.size if lp.part == "inner" else p2(_bound(body.axes[0], dims))
+                  for lp in kl if lp.part != "outer"), 0)
+    batch = rank - 2  # 0: no batch position; 1: position 0 is the batch
+    if ksize < 16 or any(lp.size < 16 for lp in blocks.values() if lp.pos >= batch):
+        return False
+    positions = []
+    for ld in (a, b):
+        pos = set()
+        for n in walk(ld):
+            if isinstance(n, AxisRef) and n.axis.name in spatial:
+                for ln in spatial[n.axis.name].loops:
+                    if ln in blocks:
+                        pos.add(blocks[ln].pos)
+        names = {n.axis.name for n in walk(ld) if isinstance(n, AxisRef)}
+        if batch:
+            if 0 not in pos:
+                return False
+            pos.discard(0)
+        if len(pos) != 1 or k not in names:
+            return False
+        positions.append(pos.pop())
+    return sorted(positions) == [batch, batch + 1]
+
+
+def _reuse_pos(a: Axis, root, loops: list[PLoop], used: set[int], dims) -> int | None:
+    """Put a reduce block on a free root block position over a range of the same size (the
+    row of a softmax), so its reduced value broadcasts against the root's tile."""
+    want = _bound(a, dims)
+    for lp in loops:
+        if lp.role == "block" and lp.pos not in used and len(lp.origin) == 1 \
+                and _bound(root.axis(lp.origin[0]), dims) == want:
+            return lp.pos
+    return None
+
+
+def _check_consumers(op: Op, sched: Schedule, rs: StageSched, steps: list[Step], bodies):
+    """Every reader of a computed-at producer must be computed in the same program, later."""
+    names = [s.stage.name for s in steps]
+    for k, st in enumerate(steps[:-1]):
+        ss = sched.stage(st.stage.name)
+        for other in sched.stages:
+            if other.placement == "inline" or other.name == st.stage.name:
+                continue
+            if _reads(bodies[other.name], st.stage.name):
+                if other.name not in names[k + 1:]:
+                    raise MoveError(ss.placed_by, "semantics.compute_at_consumer",
+                                    f"{other.name!r} reads {st.stage.name!r} but is not "
+                                    f"computed after it in {rs.name!r}'s program",
+                                    f"compute {other.name!r} at {rs.name!r} too, or leave "
+                                    f"{st.stage.name!r} at root")
+
+
+def _fold_online(sched: Schedule, steps: list[Step], bodies) -> list[Step]:
+    """An online sum absorbs its max stage: one pass computes both (softmax style)."""
+    out = list(steps)
+    for st in steps:
+        if st.strategy != "online":
+            continue
+        idx = sched.stage(st.stage.name).reduction_by
+        r = st.body
+        inner = r.body
+        ok = r.op == "sum" and isinstance(inner, Unary) and inner.op == "exp" \
+            and isinstance(inner.x, Binary) \
+            and inner.x.op == "sub" and isinstance(inner.x.b, Load)
+        mx = inner.x.b.buffer.name if ok else None
+        mstep = next((s for s in out if s.stage.name == mx), None)
+        if mstep is None or not isinstance(mstep.body, Reduce) or mstep.body.op != "max":
+            raise MoveError(idx, "semantics.online", f"{st.stage.name!r} is not "
+                            "sum_(exp(x - m)) with m a max computed in the same program",
+                            "compute the max stage at the same consumer, then use online")
+        ren = {a.name: AxisRef(b) for a, b in zip(mstep.body.axes, r.axes)}
+        if len(mstep.body.axes) != len(r.axes) or \
+                substitute_axes(mstep.body.body, ren) != inner.x.a or mstep.level != st.level:
+            raise MoveError(idx, "semantics.online", f"the max in {mx!r} does not range over "
+                            f"the same values as {st.stage.name!r}'s exponent",
+                            "online needs sum_(exp(x - max_(x))) over the same axis")
+        # one pass computes both, so the sum also stages what the max asked to cache
+        have = {c[0] for c in st.caches}
+        caches = st.caches + tuple(c for c in mstep.caches if c[0] not in have)
+        out[out.index(st)] = replace(st, online_max=mx, caches=caches)  # folds shift places
+        out.remove(mstep)
+    return out
