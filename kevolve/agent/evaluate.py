@@ -302,13 +302,12 @@ class Evaluator:
 
     def _run(self, job: EvalJob, diag: dict) -> Result:
         from ..backends.registry import get as get_backend
-        from ..ir.spec import resolve_op
-        from ..ops import LIBRARY
+        from ..ops import LIBRARY, resolve
         from ..schedule import MoveError, Trace
 
         self._enter("legality")
         if job.op not in LIBRARY:
-            resolve_op(job.op)  # a clear error for a bad spec path
+            resolve(job.op)  # a clear error for a bad spec path
             raise _Fail("legality", f"{job.op} has no input generators; evolve needs a "
                         "library op (or an OpDef registered in kevolve.ops)")
         opdef = LIBRARY[job.op]

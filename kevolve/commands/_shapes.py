@@ -39,8 +39,8 @@ def parse(shape_args: tuple[str, ...], default_preset: str):
 
 def resolve(op_ref: str, shape_args: tuple[str, ...], gpu: bool):
     """(Op, OpDef or None, shape dict) for a library op or a spec file."""
-    from ..ir.spec import resolve_op
     from ..ops import LIBRARY
+    from ..ops import resolve as resolve_op
 
     preset, over = parse(shape_args, "gpu" if gpu else "cpu")
     if op_ref in LIBRARY:
