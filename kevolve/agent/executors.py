@@ -38,14 +38,11 @@ import os
 import tempfile
 import time
 
+from ..errors import MissingExtra
 from .types import EvalJob, Result
 from .worker import WorkerPool
 
 LocalExecutor = WorkerPool
-
-
-class MissingExtra(ImportError):
-    """Ray is not installed (kevolve's `distributed` extra)."""
 
 
 def _ray():

@@ -27,6 +27,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 
+from ..errors import UnknownName
 from ..ir.printer import op_text
 from ..schedule import MoveError, Trace, apply_trace, default_trace, lower
 from .types import EvalJob, ProposalContext, Result, Scored
@@ -271,7 +272,7 @@ class Search:
 
         self.cfg, self.on_event = cfg, on_event or (lambda *a: None)
         if cfg.op not in LIBRARY:
-            raise KeyError(f"evolve needs a library op with input generators; "
+            raise UnknownName(f"evolve needs a library op with input generators; "
                            f"{cfg.op!r} is not one (see `kevolve ops`)")
         self.opdef = LIBRARY[cfg.op]
         self.backend = get_backend(cfg.backend, **cfg.backend_options)

@@ -15,6 +15,7 @@ import subprocess
 
 import numpy as np
 
+from ..errors import CompileError
 from ..ir.interp import bind_dims
 from ..ir.nodes import op_dims
 from ..schedule.errors import MoveError
@@ -152,5 +153,3 @@ def compile_c(source: KernelSource, cc: str) -> ctypes.CDLL:
     return ctypes.CDLL(str(so))
 
 
-class CompileError(RuntimeError):
-    """The generated source did not compile; the message is the compiler's."""

@@ -21,16 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import CompileError
 from ..ir.interp import bind_dims
 from ..ir.nodes import op_dims
 from ..resources import templates_dir
 from .base import Kernel, KernelSource, cache_dir
 from .tools import version_tag
-
-
-class CompileError(RuntimeError):
-    """The generated source did not compile; the message is the compiler's."""
-
 
 _LOCK = threading.Lock()
 

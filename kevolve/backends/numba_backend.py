@@ -7,6 +7,7 @@ import importlib.util
 import json
 import sys
 
+from ..errors import MissingExtra
 from ..ir.interp import bind_dims
 from ..ir.nodes import op_dims
 from .base import Backend, Caps, Kernel, KernelSource, cache_dir
@@ -42,7 +43,7 @@ def require_numba():
     try:
         import numba  # noqa: F401
     except ImportError as e:
-        raise ImportError("the numba backend needs numba: pip install 'kevolve[numba]'") from e
+        raise MissingExtra("the numba backend needs numba: pip install 'kevolve[numba]'") from e
 
 
 class NumbaBackend(Backend):

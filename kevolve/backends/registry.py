@@ -8,6 +8,7 @@ import importlib
 import importlib.util
 from importlib.metadata import entry_points
 
+from ..errors import UnknownName
 from .base import Backend
 
 BUILTIN = {
@@ -34,8 +35,8 @@ def names() -> dict[str, str]:
     return out
 
 
-class UnknownBackend(KeyError):
-    pass
+class UnknownBackend(UnknownName):
+    """No backend of that name is installed."""
 
 
 def get(name: str, **options) -> Backend:

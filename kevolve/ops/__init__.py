@@ -4,6 +4,7 @@ turns what a user types (a library name or `path/spec.py:name`) into an Op."""
 
 from __future__ import annotations
 
+from ..errors import UnknownName
 from ..ir.nodes import Op
 from ..ir.specfile import is_spec_ref, load_op
 from .base import Case, OpDef
@@ -37,17 +38,17 @@ def get(name: str) -> OpDef:
     try:
         return LIBRARY[name]
     except KeyError:
-        raise KeyError(f"no op named {name!r}; available: {', '.join(LIBRARY)}") from None
+        raise UnknownName(f"no op named {name!r}; available: {', '.join(LIBRARY)}") from None
 
 
 def resolve(ref: str) -> Op:
     """A library op by name (`softmax`), or an Op from a spec file (`path/spec.py:name`).
-    An unknown library name raises KeyError listing the library."""
+    An unknown library name raises UnknownName (a KeyError) listing the library."""
     if is_spec_ref(ref):
         return load_op(ref)
     try:
         return LIBRARY[ref].op
     except KeyError:
         known = ", ".join(LIBRARY) or "(none)"
-        raise KeyError(f"unknown op {ref!r}; library ops: {known}; or pass a spec file as "
+        raise UnknownName(f"unknown op {ref!r}; library ops: {known}; or pass a spec file as "
                        "path/to/spec.py:name") from None

@@ -27,6 +27,7 @@ import re
 from collections import Counter
 from dataclasses import asdict, is_dataclass, replace
 
+from ...errors import MissingExtra, SetupError
 from ...schedule import MoveError, Trace
 from ...schedule.moves import MOVES, json_schema
 from ..types import Proposal, ProposalContext, Result, Scored
@@ -37,11 +38,7 @@ TOOL = "propose_schedules"
 ITEM_KEYS = ("moves", "decisions", "reason", "parent")
 
 
-class MissingExtra(ImportError):
-    """The anthropic SDK is not installed (kevolve's `llm` extra)."""
-
-
-class ClaudeSetupError(RuntimeError):
+class ClaudeSetupError(SetupError):
     """The proposer cannot talk to the API (no key)."""
 
 

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from ...errors import MissingExtra
 from ...ir.interp import bind_dims
 from ...schedule.errors import MoveError
 from ..base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
@@ -27,7 +28,7 @@ def require_triton(interpret: bool | None = None):
     try:
         import triton
     except ImportError as e:
-        raise ImportError("the triton backend needs Triton: pip install 'kevolve[triton]'") from e
+        raise MissingExtra("the triton backend needs Triton: pip install 'kevolve[triton]'") from e
     if interpret is not None and bool(triton.knobs.runtime.interpret) != interpret:
         mode = "on" if interpret else "off"
         was = "off" if interpret else "on"
