@@ -23,5 +23,5 @@ setup(
     package_dir={"kevolve.templates": "templates"},
     package_data={"kevolve.templates": [f"**/*.{ext}" for ext in TEMPLATE_FILES],
                   "kevolve": ["data/*"],
-                  "kevolve.agent.knowledge": ["*.md"]},  # the LLM proposer's hardware notes
+                  "kevolve.backends.notes": ["*.md"]},  # the LLM proposer's hardware notes
 )

@@ -312,9 +312,8 @@ class Evaluator:
         except MoveError as e:
             raise CandidateError(str(e), "legality", {"error": e.to_dict()}) from None
         be = get_backend(job.backend, **job.backend_options)
-        gpu = be.caps.device != "cpu" and not job.backend_options.get("interpret")
-        lib = "torch" if be.tensor_lib == "torch" else "numpy"
-        device = "cuda" if gpu else "cpu"
+        target = be.target
+        gpu, lib, device = target.on_device, target.tensor_lib, target.tensor_device
         if gpu:
             import torch
             sync = torch.cuda.synchronize

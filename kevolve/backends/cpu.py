@@ -22,7 +22,9 @@ from ..schedule.errors import MoveError
 from .base import Backend, Caps, Kernel, KernelSource, cache_dir
 from .clike import C_TYPES, CLang, ScalarBuilder, c_expr_lang, c_load, c_signature, print_c
 from .pyexpr import Ctx, emit
+from .target import Target
 from .templating import banner, render
+from .tools import c_compile_log, cc_version
 
 CPU_LANG = CLang(
     "c", c_expr_lang(c_load), {"f32": "float", "i64": "int64_t", "i32": "int32_t",
@@ -45,9 +47,17 @@ class CpuBackend(Backend):
     caps = Caps("cpu", dtypes=("f32", "bf16", "i32", "i64"), max_tile_elems=1 << 16,
                 bind_targets=frozenset({"grid"}), renders=frozenset({"vectorize", "unroll"}))
 
+    target = Target("cpu", tensor_lib="numpy", host_threads=True)
+
     def __init__(self, cc: str | None = None, threads: int | None = None):
         self.cc = cc or shutil.which("cc") or shutil.which("gcc") or "cc"
         self.threads = threads
+
+    def toolchain(self) -> dict:
+        return cc_version()
+
+    def compile_log(self, source: KernelSource) -> tuple[bool, str]:
+        return c_compile_log(self.cc, source)
 
     def available(self) -> tuple[bool, str]:
         if shutil.which(self.cc) is None:

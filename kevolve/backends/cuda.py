@@ -22,6 +22,7 @@ from .gpu_runtime import (
     emulated_kernel,
     find_tool,
 )
+from .target import Target
 from .templating import banner, render
 from .tools import tool_version
 
@@ -69,7 +70,7 @@ class CudaBackend(Backend):
     lang = CUDA_LANG
 
     def __init__(self, arch: str = "sm_90", nvcc: str | None = None, emulate: bool = False,
-                 loader: str | None = None):
+                 loader: str | None = None, threads: int | None = None):
         self.arch = arch
         # cupy | cuda-python | None (CuPy, else cuda-python); "emulator": the same Python
         # launcher drives the CPU emulation on torch CPU tensors (tests the launch path)
@@ -79,6 +80,11 @@ class CudaBackend(Backend):
         if emulate:  # numpy arrays on the host, CPU threads; times mean nothing
             self.tensor_lib = "numpy"
             self.runs_on = "host"
+
+    @property
+    def target(self) -> Target:  # the CPU emulator and its launcher run on the host
+        host = self.emulate or self.loader == "emulator"
+        return Target("cuda", on_device=not host, tensor_lib=self.tensor_lib)
 
     @property
     def flags(self) -> tuple[str, ...]:

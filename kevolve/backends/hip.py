@@ -33,6 +33,7 @@ from .gpu_runtime import (
     emulated_kernel,
     find_tool,
 )
+from .target import Target
 from .templating import render  # noqa: F401  (templates are found through gpu_source)
 from .tools import tool_version, version_tag
 
@@ -63,7 +64,8 @@ class HipBackend(Backend):
 
     def __init__(self, platform: str = "amd", arch: str | None = None,
                  wavefront: int | None = None, hipcc: str | None = None,
-                 nvcc: str | None = None, emulate: bool = False, loader: str | None = None):
+                 nvcc: str | None = None, emulate: bool = False, loader: str | None = None,
+                 threads: int | None = None):
         if platform not in ("amd", "nvidia"):
             raise ValueError(f"platform must be 'amd' or 'nvidia', not {platform!r}")
         self.platform = platform
@@ -76,6 +78,11 @@ class HipBackend(Backend):
         self.caps = _caps(platform, self.wavefront, self.arch)
         self.tensor_lib = "numpy" if emulate else "torch"
         self.runs_on = "host" if emulate else "device"
+
+    @property
+    def target(self) -> Target:  # the CPU emulator and its launcher run on the host
+        host = self.emulate or self.loader == "emulator"
+        return Target("hip", on_device=not host, tensor_lib=self.tensor_lib)
 
     def available(self) -> tuple[bool, str]:
         if self.emulate:

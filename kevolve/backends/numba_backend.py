@@ -50,6 +50,9 @@ class NumbaBackend(Backend):
     name = "numba"
     caps = Caps("cpu", max_tile_elems=1 << 16, bind_targets=frozenset({"grid"}))
 
+    def __init__(self, threads: int | None = None):
+        self.threads = threads  # accepted like every backend's; numba's own threads decide
+
     def available(self) -> tuple[bool, str]:
         try:
             require_numba()

@@ -175,7 +175,7 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
         try:
             be = kevolve.backend(be_name)
             k = kevolve.build(kevolve.lower(op, trace, be, dims), be)
-            lib = "torch" if be.tensor_lib == "torch" else "numpy"
+            lib = be.target.tensor_lib
             if lib not in shared_ins:
                 shared_ins[lib] = ev.inputs_for(op, case.inputs, lib, device)
             ins = shared_ins[lib]
@@ -306,9 +306,10 @@ def _finalist(ranked: list, prepared: dict, timer, rounds: int):
         else ranked[0]["candidate"]
 
 
-def _options(backend: str, threads: int | None) -> dict:
-    """Backend options of the suite's searches: the CPU backend's thread count."""
-    return {"threads": threads} if backend == "cpu" and threads else {}
+def _options(be, threads: int | None) -> dict:
+    """Backend options of the suite's searches: the thread count, for a backend whose
+    kernels run on host threads."""
+    return {"threads": threads} if be.target.host_threads and threads else {}
 
 
 def _archived(row: dict, tops: list, cfg) -> None:
@@ -345,9 +346,10 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
     from ..agent.hardware import hardware_name, measure_ceilings, toolchain
     from ..agent.search import DEFAULT_DB, SearchConfig, evolve
 
-    be = api.backend(backend, **_options(backend, threads))
+    options = _options(api.backend(backend), threads)
+    be = api.backend(backend, **options)
     be.configure_process()  # before torch.compile, which sets its own ptxas for the process
-    gpu = be.caps.device != "cpu"
+    gpu = be.target.on_device
     if not gpu and threads:
         import torch
         torch.set_num_threads(threads)
@@ -357,14 +359,14 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
     db = db or DEFAULT_DB
     names = ops or SUITES[suite]
     out = {"suite": suite, "backend": backend, "hardware": hw, "ceilings": ceilings,
-           "toolchain": toolchain(backend, be), "rows": [], "history": {}, "rounds": rounds,
+           "toolchain": toolchain(be), "rows": [], "history": {}, "rounds": rounds,
            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     for name in names:
         op_db = (op_dbs or {}).get(name, db)
         if not from_archive and budget > 0:
             evolve(SearchConfig(name, backend, budget=budget, workers=workers, db=op_db,
                                 shape=PRESET[suite], threads=threads,
-                                backend_options=_options(backend, threads)))
+                                backend_options=options))
         arch = Archive(op_db) if os.path.exists(op_db) else None
         try:
             tops = arch.fastest(name, backend, hw, max(1, top)) if arch is not None else []
@@ -377,7 +379,7 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
                        contenders=tuple((s.candidate_id, s.trace_json) for s in tops),
                        rounds=rounds)
         _archived(row, tops, SearchConfig(name, backend, shape=PRESET[suite], threads=threads,
-                                          backend_options=_options(backend, threads)))
+                                          backend_options=options))
         row["searched"] = len(hist)
         row["archive"] = os.path.basename(op_db)  # which archive the row's search is in
         row["within_5pct_at"] = within(out["history"][name])

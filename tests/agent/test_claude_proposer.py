@@ -21,7 +21,7 @@ try:  # anthropic >= 2 ships its HTTP client as httpx2
 except ImportError:  # pragma: no cover - older SDKs use httpx
     import httpx
 
-from kevolve.agent.knowledge import available, notes  # noqa: E402
+from kevolve.backends.notes import available, notes  # noqa: E402
 from kevolve.agent.proposers import make  # noqa: E402
 from kevolve.agent.proposers.claude import (  # noqa: E402
     TOOL,

@@ -302,8 +302,8 @@ class ClaudeProposer:
         for s in (*ctx.parents, *((ctx.best,) if ctx.best else ())):
             self._see(s.trace_json)
         self._see(ctx.default_trace_json)
-        from ...agent.knowledge import notes
-        system, user = build_prompt(ctx, n, notes(ctx.backend))
+        be = self._backend(ctx.backend)
+        system, user = build_prompt(ctx, n, be.notes() if be is not None else "")
         messages: list[dict] = [{"role": "user", "content": user}]
         tools = [tool_definition(n)]
         known = {s.candidate_id for s in (*ctx.parents, *((ctx.best,) if ctx.best else ()))

@@ -22,8 +22,10 @@ from ...schedule.plan import KernelPlan, Plan
 from ..base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
 from ..clike import c_signature
 from ..cpu import CompileError, host_parts, launch_args
+from ..target import Target
 from ..templating import banner, render
 from ..tilewriter import grid_count
+from ..tools import cc_version
 from .builder import MTIA_LANG, MtiaBuilder
 from .model import MachineModel, kernel_estimate, total_estimate
 from .program import DEVICE_BYTES, ProgramText, Stager, print_mtia, program_cost
@@ -76,6 +78,7 @@ class MtiaBackend(Backend):
     # nothing, the time to report and search against is diagnostics["estimate_ms"].
     runs_on = "host"
     timing = "estimate"
+    target = Target("mtia", tensor_lib="numpy", measured=False)
 
     def __init__(self, model: MachineModel | None = None, threads: int = 1,
                  cxx: str | None = None):
@@ -83,6 +86,9 @@ class MtiaBackend(Backend):
         self.caps = caps_for(self.model)
         self.threads = max(1, int(threads))
         self.cxx = cxx or shutil.which("g++") or shutil.which("c++") or "g++"
+
+    def toolchain(self) -> dict:
+        return cc_version()
 
     def available(self) -> tuple[bool, str]:
         if shutil.which(self.cxx) is None:

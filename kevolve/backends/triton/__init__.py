@@ -14,6 +14,7 @@ from ...schedule.errors import MoveError
 from ..base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
 from ..compiler_reports import triton_jit
 from ..resources import dot_usage
+from ..target import Target
 from ..templating import banner, render
 from . import bulk, ptxas
 from .emitter import render_module
@@ -48,10 +49,17 @@ class TritonBackend(Backend):
                 bulk_copy=True)
 
     def __init__(self, interpret: bool = False, device: str | None = None,
-                 ptxas: str = "auto"):
+                 ptxas: str = "auto", threads: int | None = None):
         self.interpret = interpret
         self.device = device or ("cpu" if interpret else "cuda")
         self.ptxas = ptxas  # "auto", "triton", "torch" or a path: see ptxas.resolve
+
+    @property
+    def target(self) -> Target:  # the interpreter runs on the host, on torch CPU tensors
+        return Target("cuda", on_device=not self.interpret, tensor_lib="torch")
+
+    def worker_env(self) -> dict[str, str]:  # the interpreter is fixed when triton imports
+        return {"TRITON_INTERPRET": "1"} if self.interpret else {}
 
     def check(self, sched, plan) -> None:
         """Layer 3: the capabilities, and bulk copies only where a tensor descriptor can
