@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..backends.compiler_reports import totals
-from ..errors import CandidateError, LaunchError, WrongResult
+from ..errors import CandidateError, InternalError, KevolveError, LaunchError, WrongResult
 from ..ir.interp import bind_dims, output_shapes
 from ..ir.nodes import Op
 from .types import EvalJob, Result
@@ -209,30 +209,21 @@ class Evaluator:
 
     # -- stages ------------------------------------------------------------------------
     def _kernel(self, op, trace, be, dims, diag):
-        from ..schedule import MoveError, apply_trace, lower
+        """Compile and build through the pipeline; a stage's failure is that stage's verdict
+        (a bug in kevolve's own legality checks stays a crash)."""
+        from .. import pipeline
+        from ..schedule import MoveError
 
-        self._enter("legality")
         try:
-            sched = apply_trace(op, trace)
-            plan = lower(sched, dims)
-            be.check(sched, plan)
+            src = pipeline.compile(op, trace, dims, be, self._enter).source
+            k = pipeline.build(src, be, self._kernels, self._enter)
         except MoveError as e:
             raise CandidateError(str(e), "legality", {"error": e.to_dict()}) from None
-        self._enter("render")
-        try:
-            src = be.render(plan)
-        except MoveError as e:
-            raise CandidateError(str(e), "legality", {"error": e.to_dict()}) from None
-        except Exception as e:
-            raise CandidateError(f"{type(e).__name__}: {e}", "render") from None
-        k = self._kernels.get(src.hash)
-        if k is None:
-            self._enter("compile")
-            try:
-                k = be.build(src)
-            except Exception as e:
-                raise CandidateError(f"{type(e).__name__}: {e}", "compile") from None
-            self._kernels[src.hash] = k
+        except KevolveError as e:
+            if isinstance(e, InternalError) and e.stage == "legality":
+                raise (e.__cause__ or e) from None
+            stage = e.stage if e.stage in pipeline.STAGES else self.stage
+            raise CandidateError(pipeline.describe(e), stage) from None
         _compiler_diag(k, diag)
         return src, k
 

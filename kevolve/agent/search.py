@@ -27,9 +27,10 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 
-from ..errors import UnknownName
+from .. import pipeline
+from ..errors import KevolveError, UnknownName
 from ..ir.printer import op_text
-from ..schedule import MoveError, Trace, apply_trace, default_trace, lower
+from ..schedule import MoveError, Trace, default_trace
 from .types import EvalJob, ProposalContext, Result, Scored
 
 DEFAULT_DB = os.path.join(".kevolve", "archive.db")
@@ -331,14 +332,11 @@ class Search:
     def render_hash(self, trace: Trace) -> tuple[str | None, Result | None]:
         """Lower and render in this process (cheap): the run hash, or the failure."""
         try:
-            sched = apply_trace(self.op, trace)
-            plan = lower(sched, self.bench_dims)
-            self.backend.check(sched, plan)
-            src = self.backend.render(plan)
+            src = pipeline.compile(self.op, trace, self.bench_dims, self.backend).source
         except MoveError as e:
             return None, Result("legality", message=str(e), diagnostics={"error": e.to_dict()})
-        except Exception as e:
-            return None, Result("render", message=f"{type(e).__name__}: {e}"[:1500])
+        except KevolveError as e:
+            return None, Result("render", message=pipeline.describe(e)[:1500])
         return run_hash(src.hash, self.cfg.backend, self.toolchain, self.hardware), None
 
     def _similar(self, arch) -> tuple:

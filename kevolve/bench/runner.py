@@ -312,19 +312,33 @@ def _options(be, threads: int | None) -> dict:
     return {"threads": threads} if be.target.host_threads and threads else {}
 
 
-def _archived(row: dict, tops: list, cfg) -> None:
+def _archived(row: dict, tops: list, cfg, hardware: str, toolchain: dict) -> None:
     """Beside each archive contender's time here, its archived time, the run hash of the
     code its trace renders to here (`source_hash`: which code a result file's times are
     of, whatever the checkout's git metadata says) and whether the archived time was
     measured on that code (`same_code`: not when the archive's search ran at another shape,
     or with another kevolve, template or toolchain)."""
-    from ..agent.search import Search
-    from ..schedule import Trace
+    from .. import api, pipeline
+    from ..agent.search import run_hash
+    from ..errors import KevolveError
+    from ..ops import LIBRARY
 
     if not tops:
         return
-    probe = Search(cfg)
-    here = {s.candidate_id: probe.render_hash(Trace.from_json(s.trace_json))[0] for s in tops}
+    opdef = LIBRARY[cfg.op]
+    shape = {**opdef.shape(cfg.shape), **cfg.shape_overrides}
+    op, dims = opdef.op_for(shape), opdef.dims(shape)
+    be = api.backend(cfg.backend, **cfg.backend_options)
+
+    def code(trace_json: str) -> str | None:
+        """The run hash of the code the trace renders to here (None: it does not)."""
+        try:
+            src = pipeline.compile(op, trace_json, dims, be).source
+        except KevolveError:
+            return None
+        return run_hash(src.hash, cfg.backend, toolchain, hardware)
+
+    here = {s.candidate_id: code(s.trace_json) for s in tops}
     known = {s.candidate_id: {"archived_ms": s.result.time_ms, "source_hash": here[s.candidate_id],
                               "same_code": here[s.candidate_id] == s.result.source_hash}
              for s in tops}
@@ -379,7 +393,7 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
                        contenders=tuple((s.candidate_id, s.trace_json) for s in tops),
                        rounds=rounds)
         _archived(row, tops, SearchConfig(name, backend, shape=PRESET[suite], threads=threads,
-                                          backend_options=options))
+                                          backend_options=options), hw, out["toolchain"])
         row["searched"] = len(hist)
         row["archive"] = os.path.basename(op_db)  # which archive the row's search is in
         row["within_5pct_at"] = within(out["history"][name])

@@ -30,13 +30,6 @@ def _result_line(r) -> str:
     return ", ".join(parts)
 
 
-def compiler_log(be, src) -> tuple[bool, str]:
-    """Compile a KernelSource again and return (ok, the compiler's messages): the backend's
-    `compile_log` (C sources through its compiler in a scratch folder, since the build cache
-    would skip a source it has seen; others built, with their diagnostics)."""
-    return be.compile_log(src)
-
-
 @click.command("replay", short_help="Re-render, recompile and re-evaluate an archived "
                "candidate.",
                help="Show one archived candidate (by id) the way a person debugs it: its "
@@ -85,10 +78,11 @@ def command(candidate: int, db: str, backend: str | None, hardware: str | None,
 
 
 def _replay(cand: dict, row: dict, no_eval: bool, no_time: bool, timeout: float) -> None:
-    from .. import api
+    from .. import api, pipeline
+    from ..errors import KevolveError
     from ..ir.printer import op_text
     from ..ops import LIBRARY
-    from ..schedule import MoveError, Trace, apply_trace, lower
+    from ..schedule import MoveError, Trace
 
     _rule("trace")
     try:
@@ -120,19 +114,16 @@ def _replay(cand: dict, row: dict, no_eval: bool, no_time: bool, timeout: float)
     _rule(f"source ({row['backend']}, dims {json.dumps(dims)})")
     src = None
     try:
-        sched = apply_trace(op, trace)
-        plan = lower(sched, dims)
-        be.check(sched, plan)
-        src = be.render(plan)
+        src = pipeline.compile(op, trace, dims, be).source
     except MoveError as e:
         echo(f"legality: {e}")
         echo(json.dumps(e.to_dict(), indent=2))
-    except Exception as e:  # a render failure is what this command is for
-        echo(f"render failed: {type(e).__name__}: {e}")
+    except KevolveError as e:  # a render failure is what this command is for
+        echo(f"render failed: {pipeline.describe(e)}")
     if src is not None:
         echo(src.text.rstrip())
         _rule("compiler")
-        ok, log = compiler_log(be, src)
+        ok, log = be.compile_log(src)
         echo(log)
         echo("compiled" if ok else "compile FAILED")
 
