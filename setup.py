@@ -22,5 +22,5 @@ setup(
     packages=KEVOLVE + TEMPLATES,
     package_dir={"kevolve.templates": "templates"},
     package_data={"kevolve.templates": [f"**/*.{ext}" for ext in TEMPLATE_FILES],
-                  "kevolve.agent.knowledge": ["*.md"]},  # the LLM proposer's hardware notes
+                  "kevolve.backends.notes": ["*.md"]},  # the LLM proposer's hardware notes
 )

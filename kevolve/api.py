@@ -7,39 +7,32 @@
     kern(inputs, outputs, params)              # writes into caller-allocated outputs
 
 A trace may be a Trace, a dict, a JSON string, or None for the op's default schedule.
-`dims` fixes the shape class the plan is specialized for; kernels guard it at launch.
+`dims` fixes the shape class the plan is specialized for; kernels guard it at launch. Every
+call goes through kevolve.pipeline, so errors carry the stage that raised them.
 """
 
 from __future__ import annotations
 
+from . import pipeline
 from .backends.base import Backend, Kernel, KernelSource
 from .backends.registry import get as get_backend
 from .backends.registry import names as backend_names
 from .ir.nodes import Op
-from .schedule import Plan, Schedule, Trace, apply_trace, default_trace
-from .schedule import lower as lower_schedule
-
-
-def as_trace(op: Op, trace, dims: dict[str, int] | None = None) -> Trace:
-    if trace is None:
-        return default_trace(op, dims)
-    if isinstance(trace, Trace):
-        return trace
-    if isinstance(trace, str):
-        return Trace.from_json(trace)
-    return Trace.from_dict(trace)
+from .pipeline import as_trace
+from .schedule import Plan, Schedule
 
 
 def schedule(op: Op, trace=None, dims: dict[str, int] | None = None) -> Schedule:
     """Apply a trace (moves checked for schema and semantics)."""
-    return apply_trace(op, as_trace(op, trace, dims))
+    return pipeline.schedule(op, trace, dims)
 
 
 def plan(op: Op, trace=None, dims: dict[str, int] | None = None) -> Plan:
     """Lower a scheduled op for a shape class."""
     if dims is None:
+        pipeline.schedule(op, trace, dims)  # a bad trace is reported first
         raise TypeError("plan() needs dims: the sizes of the shape class to lower for")
-    return lower_schedule(schedule(op, trace, dims), dims)
+    return pipeline.lower(op, trace, dims).plan
 
 
 def backend(name_or_backend: str | Backend, **options) -> Backend:
@@ -52,19 +45,17 @@ def lower(op: Op, trace=None, backend: str | Backend = "cpu", dims=None,
           **backend_options) -> KernelSource:
     """Source code for `op` on `backend`; the backend's capability check runs first."""
     be = _backend(backend, **backend_options)
-    sched = schedule(op, trace, dims)
     if dims is None:
+        pipeline.schedule(op, trace, dims)  # a bad trace is reported first
         raise TypeError("lower() needs dims: the sizes of the shape class to lower for")
-    p = lower_schedule(sched, dims)
-    be.check(sched, p)
-    return be.render(p)
+    return pipeline.compile(op, trace, dims, be).source
 
 
 def build(source: KernelSource, backend: str | Backend | None = None,
           **backend_options) -> Kernel:
     """Compile and load a KernelSource (the backend it was rendered for, by default)."""
     be = _backend(backend or source.backend, **backend_options)
-    return be.build(source)
+    return pipeline.build(source, be)
 
 
 _backend = backend

@@ -4,10 +4,12 @@ Commands live in kevolve/commands/NAME.py (see that package's docstring) and are
 only when looked up, so `import kevolve.cli` and `kevolve --help` stay light (no torch,
 triton, numba, ray or anthropic).
 
-A user's mistake — a bad spec (SpecError), an unknown op or preset (KeyError), any error
-class defined in kevolve, a malformed JSON file, a click usage problem — exits with code 2
-and one paragraph on stderr; `kevolve --debug ...` adds the traceback. Anything else is a
-bug in kevolve and gets Python's usual traceback.
+Errors map by class (kevolve.errors): a user's mistake (UserError: a bad spec, an unknown op
+or preset, a bad trace or archive; also a malformed JSON file and click usage problems) exits
+with code 2 and one paragraph on stderr; a kernel that failed (CandidateError: it did not
+compile, crashed or computed wrong values) exits with code 1 and the compiler's message;
+`kevolve --debug ...` adds the traceback to either. Anything else is a bug in kevolve and
+gets Python's usual traceback.
 """
 
 from __future__ import annotations
@@ -19,16 +21,17 @@ import traceback
 import click
 
 from .commands import COMMANDS
+from .errors import CandidateError, UserError
 from .resources import version
 
+EXIT_CANDIDATE_FAILED = 1
 EXIT_USER_ERROR = 2
 
 
 def is_user_error(e: BaseException) -> bool:
-    """Errors that describe a mistake in the user's input rather than a bug."""
-    if isinstance(e, (KeyError, json.JSONDecodeError)):
-        return True
-    return type(e).__module__.split(".")[0] == "kevolve"
+    """Errors that describe a mistake in the user's input rather than a bug: a UserError, or
+    a user's JSON file that does not parse."""
+    return isinstance(e, (UserError, json.JSONDecodeError))
 
 
 def error_paragraph(e: BaseException) -> str:
@@ -64,13 +67,20 @@ class KevolveGroup(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as e:
-            if not is_user_error(e):
-                raise
-            if ctx.params.get("debug"):
-                click.echo(traceback.format_exc().rstrip(), err=True)
-            hint = "" if ctx.params.get("debug") else " (kevolve --debug shows the traceback)"
-            click.echo(f"kevolve: error: {error_paragraph(e)}{hint}", err=True)
-            ctx.exit(EXIT_USER_ERROR)
+            debug = ctx.params.get("debug")
+            hint = "" if debug else " (kevolve --debug shows the traceback)"
+            if is_user_error(e):
+                if debug:
+                    click.echo(traceback.format_exc().rstrip(), err=True)
+                click.echo(f"kevolve: error: {error_paragraph(e)}{hint}", err=True)
+                ctx.exit(EXIT_USER_ERROR)
+            if isinstance(e, CandidateError):
+                if debug:
+                    click.echo(traceback.format_exc().rstrip(), err=True)
+                where = f" ({e.stage})" if e.stage else ""
+                click.echo(f"kevolve: the kernel failed{where}{hint}:\n{e}".rstrip(), err=True)
+                ctx.exit(EXIT_CANDIDATE_FAILED)
+            raise
 
 
 @click.group(cls=KevolveGroup, context_settings={"help_option_names": ["-h", "--help"]})

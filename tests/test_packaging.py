@@ -118,3 +118,42 @@ def test_checkout_version_without_a_readable_pyproject(tmp_path):
     assert checkout_version(tmp_path / "broken.toml") == "0+checkout"
     (tmp_path / "ok.toml").write_text('[project]\nname = "x"\nversion = "2.3.4"\n')
     assert checkout_version(tmp_path / "ok.toml") == "2.3.4"
+
+
+BUILTIN_BACKENDS = ["cpu", "cuda", "hip", "mtia", "numba", "triton"]
+
+
+def test_wheel_ships_the_backend_notes(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for md in (REPO / "kevolve" / "backends" / "notes").glob("*.md"):
+        assert f"kevolve/backends/notes/{md.name}" in names
+
+
+def _numpy_only(tmp_path: Path) -> Path:
+    """A folder holding only numpy (linked), so a python without site-packages imports the
+    IR but sees no installed distribution's metadata."""
+    import numpy
+
+    d = tmp_path / "numpy_only"
+    d.mkdir()
+    site = Path(numpy.__file__).resolve().parents[1]
+    for name in ("numpy", "numpy.libs"):
+        if (site / name).exists():
+            (d / name).symlink_to(site / name)
+    return d
+
+
+def test_installed_copy_registers_its_backends_by_entry_point(wheel, tmp_path):
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    got = _python("from kevolve.backends import registry as r\n"
+                  "print(sorted(r.names())); print(r.pyproject_table())", site,
+                  _numpy_only(tmp_path))
+    assert got.splitlines() == [str(BUILTIN_BACKENDS), "{}"]  # metadata only, no pyproject
+
+
+def test_checkout_without_metadata_registers_its_backends(tmp_path):
+    """PYTHONPATH=. with nothing installed, as on the GPU machine: the pyproject table."""
+    got = _python("from kevolve.backends import registry as r\n"
+                  "print(sorted(r.names()))", REPO, _numpy_only(tmp_path))
+    assert got == str(BUILTIN_BACKENDS)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..backends.compiler_reports import totals
+from ..errors import CandidateError, InternalError, KevolveError, LaunchError, WrongResult
 from ..ir.interp import bind_dims, output_shapes
 from ..ir.nodes import Op
 from .types import EvalJob, Result
@@ -160,15 +161,10 @@ def _repeated(op, outs, ref, shape, when: str) -> None:
     right: one that accumulates into outputs it expects zeroed, or races, is right once."""
     chk = compare(op, {n: to_host(v) for n, v in outs.items()}, ref)
     if not chk.ok:
-        raise _Fail("correctness", f"shape {shape}: right on its first call but not {when} "
-                    f"on the same buffers ({chk.message}); does the kernel rely on outputs "
-                    "that start zeroed, or race?", {"max_error": chk.max_error})
-
-
-class _Fail(Exception):
-    def __init__(self, stage: str, message: str, diagnostics: dict | None = None):
-        super().__init__(message)
-        self.stage, self.message, self.diagnostics = stage, message, diagnostics or {}
+        raise WrongResult(f"shape {shape}: right on its first call but not {when} "
+                          f"on the same buffers ({chk.message}); does the kernel rely on "
+                          "outputs that start zeroed, or race?",
+                          diagnostics={"max_error": chk.max_error})
 
 
 def _trim(text: str, limit: int = 1500) -> str:
@@ -199,7 +195,7 @@ class Evaluator:
         self.stage = None
         try:
             res = self._run(job, diag)
-        except _Fail as f:
+        except CandidateError as f:
             diag.update(f.diagnostics)
             res = Result(f.stage, message=_trim(f.message), diagnostics=diag)
         except Exception as e:  # a bug or a broken backend: recorded, the worker lives on
@@ -213,31 +209,21 @@ class Evaluator:
 
     # -- stages ------------------------------------------------------------------------
     def _kernel(self, op, trace, be, dims, diag):
-        from ..backends.cpu import CompileError
-        from ..schedule import MoveError, apply_trace, lower
+        """Compile and build through the pipeline; a stage's failure is that stage's verdict
+        (a bug in kevolve's own legality checks stays a crash)."""
+        from .. import pipeline
+        from ..schedule import MoveError
 
-        self._enter("legality")
         try:
-            sched = apply_trace(op, trace)
-            plan = lower(sched, dims)
-            be.check(sched, plan)
+            src = pipeline.compile(op, trace, dims, be, self._enter).source
+            k = pipeline.build(src, be, self._kernels, self._enter)
         except MoveError as e:
-            raise _Fail("legality", str(e), {"error": e.to_dict()}) from None
-        self._enter("render")
-        try:
-            src = be.render(plan)
-        except MoveError as e:
-            raise _Fail("legality", str(e), {"error": e.to_dict()}) from None
-        except Exception as e:
-            raise _Fail("render", f"{type(e).__name__}: {e}") from None
-        k = self._kernels.get(src.hash)
-        if k is None:
-            self._enter("compile")
-            try:
-                k = be.build(src)
-            except (CompileError, Exception) as e:
-                raise _Fail("compile", f"{type(e).__name__}: {e}") from None
-            self._kernels[src.hash] = k
+            raise CandidateError(str(e), "legality", {"error": e.to_dict()}) from None
+        except KevolveError as e:
+            if isinstance(e, InternalError) and e.stage == "legality":
+                raise (e.__cause__ or e) from None
+            stage = e.stage if e.stage in pipeline.STAGES else self.stage
+            raise CandidateError(pipeline.describe(e), stage) from None
         _compiler_diag(k, diag)
         return src, k
 
@@ -290,37 +276,35 @@ class Evaluator:
         ref = self._reference(opdef, op, case, key, gpu, ins)
         chk = compare(op, {n: to_host(v) for n, v in outs.items()}, ref)
         if not chk.ok:
-            raise _Fail("correctness", f"shape {shape}, seed {seed}: {chk.message}",
-                        {"max_error": chk.max_error})
+            raise WrongResult(f"shape {shape}, seed {seed}: {chk.message}",
+                              diagnostics={"max_error": chk.max_error})
         changed = unchanged(before, ins)
         if changed:
             self._cases.pop(ckey, None)
-            raise _Fail("correctness", f"shape {shape}, seed {seed}: the kernel modified "
-                        f"input {changed!r}")
+            raise WrongResult(f"shape {shape}, seed {seed}: the kernel modified "
+                              f"input {changed!r}")
         diag["max_error"] = max(diag.get("max_error", 0.0), chk.max_error)
         return (src, k, case, ins, outs, dims, ref) if keep else None
 
     def _run(self, job: EvalJob, diag: dict) -> Result:
         from ..backends.registry import get as get_backend
-        from ..ir.spec import resolve_op
-        from ..ops import LIBRARY
+        from ..ops import LIBRARY, resolve
         from ..schedule import MoveError, Trace
 
         self._enter("legality")
         if job.op not in LIBRARY:
-            resolve_op(job.op)  # a clear error for a bad spec path
-            raise _Fail("legality", f"{job.op} has no input generators; evolve needs a "
-                        "library op (or an OpDef registered in kevolve.ops)")
+            resolve(job.op)  # a clear error for a bad spec path
+            raise CandidateError(f"{job.op} has no input generators; evolve needs a library op "
+                                 "(or an OpDef registered in kevolve.ops)", "legality")
         opdef = LIBRARY[job.op]
         op = opdef.op_for(job.bench_shape)
         try:
             trace = Trace.from_json(job.trace_json)
         except MoveError as e:
-            raise _Fail("legality", str(e), {"error": e.to_dict()}) from None
+            raise CandidateError(str(e), "legality", {"error": e.to_dict()}) from None
         be = get_backend(job.backend, **job.backend_options)
-        gpu = be.caps.device != "cpu" and not job.backend_options.get("interpret")
-        lib = "torch" if be.tensor_lib == "torch" else "numpy"
-        device = "cuda" if gpu else "cpu"
+        target = be.target
+        gpu, lib, device = target.on_device, target.tensor_lib, target.tensor_device
         if gpu:
             import torch
             sync = torch.cuda.synchronize
@@ -369,8 +353,9 @@ class Evaluator:
         changed = unchanged(before, ins)
         if changed:
             self._drop_cases(ins)
-            raise _Fail("correctness", f"shape {job.bench_shape}: the kernel modified input "
-                        f"{changed!r} while it was being timed (its checks left it intact)")
+            raise WrongResult(f"shape {job.bench_shape}: the kernel modified input "
+                              f"{changed!r} while it was being timed (its checks left it "
+                              "intact)")
         if ref is not None:  # checked at this shape: are the timed calls' outputs right too?
             _repeated(op, outs, ref, job.bench_shape, "after timing")
         t = median(times)
@@ -407,12 +392,12 @@ class Evaluator:
 COMPILE_ERRORS = frozenset({"CompilationError", "OutOfResources", "PTXASError"})
 
 
-def launch_failure(e: Exception, stage: str) -> _Fail:
+def launch_failure(e: Exception, stage: str) -> CandidateError:
     """A kernel call that raised, in `stage`. A JIT (Triton) compiles at the first launch,
     at the check shape or, when that is not checked, in timing: its compile errors (ptxas
     out of registers, too much shared memory) are compile failures wherever they surface."""
     compile_ = any(c.__name__ in COMPILE_ERRORS for c in type(e).__mro__)
-    return _Fail("compile" if compile_ else stage, f"{type(e).__name__}: {e}")
+    return LaunchError(f"{type(e).__name__}: {e}", "compile" if compile_ else stage)
 
 
 def _copy(arrays: dict, lib: str) -> dict:

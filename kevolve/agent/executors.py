@@ -38,14 +38,11 @@ import os
 import tempfile
 import time
 
+from ..errors import MissingExtra
 from .types import EvalJob, Result
 from .worker import WorkerPool
 
 LocalExecutor = WorkerPool
-
-
-class MissingExtra(ImportError):
-    """Ray is not installed (kevolve's `distributed` extra)."""
 
 
 def _ray():
@@ -94,7 +91,7 @@ def describe_node(backend: str, gpu: bool, threads: int | None = None,
     from .hardware import hardware_name, measure_ceilings, toolchain
 
     be = get_backend(backend, **(options or {}))
-    out = {"hardware": hardware_name(gpu, threads), "toolchain": toolchain(backend, be),
+    out = {"hardware": hardware_name(gpu, threads), "toolchain": toolchain(be),
            "cpu_count": os.cpu_count()}
     if ceilings:
         out["ceilings"] = measure_ceilings(gpu, threads)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import time
 from functools import cache
 
@@ -29,19 +28,16 @@ def hardware_name(gpu: bool, threads: int | None = None) -> str:
     return f"cpu:{cpu_model()}:{threads or os.cpu_count()}t"
 
 
-def toolchain(backend: str, be=None) -> dict:
-    """Versions of what turns a trace into timed machine code: Python packages, the C
-    compiler for C backends, and what the backend object `be` reports (Triton's ptxas).
-    kevolve's own version is not here: it is in every generated file's banner, hence in the
-    source hash, the same from a checkout and from an install."""
-    out = dict(_packages(backend))
-    if be is not None:
-        out.update(be.toolchain())
-    return out
+def toolchain(be) -> dict:
+    """Versions of what turns a trace into timed machine code: Python packages and what the
+    backend `be` reports (the C compiler, nvcc, Triton's ptxas). kevolve's own version is not
+    here: it is in every generated file's banner, hence in the source hash, the same from a
+    checkout and from an install."""
+    return {**_packages(), **be.toolchain()}
 
 
 @cache
-def _packages(backend: str) -> dict:
+def _packages() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
@@ -49,12 +45,6 @@ def _packages(backend: str) -> dict:
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
-            pass
-    if backend in ("cpu", "mtia"):
-        try:
-            r = subprocess.run(["cc", "--version"], capture_output=True, text=True, timeout=10)
-            out["cc"] = r.stdout.splitlines()[0] if r.stdout else ""
-        except (OSError, subprocess.SubprocessError):
             pass
     return out
 

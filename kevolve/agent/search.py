@@ -26,10 +26,12 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 
+from .. import pipeline
 from ..archive import DEFAULT_PATH as DEFAULT_DB  # the archive's one default
 from ..archive import RunKey, reused
+from ..errors import KevolveError, UnknownName
 from ..ir.printer import op_text
-from ..schedule import MoveError, Trace, apply_trace, default_trace, lower
+from ..schedule import MoveError, Trace, default_trace
 from .types import EvalJob, ProposalContext, Result, Scored
 
 
@@ -237,12 +239,11 @@ class Search:
 
         self.cfg, self.on_event = cfg, on_event or (lambda *a: None)
         if cfg.op not in LIBRARY:
-            raise KeyError(f"evolve needs a library op with input generators; "
+            raise UnknownName(f"evolve needs a library op with input generators; "
                            f"{cfg.op!r} is not one (see `kevolve ops`)")
         self.opdef = LIBRARY[cfg.op]
         self.backend = get_backend(cfg.backend, **cfg.backend_options)
-        self.gpu = self.backend.caps.device != "cpu" and \
-            not cfg.backend_options.get("interpret")
+        self.gpu = self.backend.target.on_device
         preset = cfg.shape or ("gpu" if self.gpu else "cpu")
         self.bench_shape = {**self.opdef.shape(preset), **cfg.shape_overrides}
         self.op = self.opdef.op_for(self.bench_shape)
@@ -255,13 +256,12 @@ class Search:
                      else {})} for e in self.opdef.edge_shapes)
         self.threads = cfg.threads or (None if self.gpu else os.cpu_count())
         self.hardware = hardware_name(self.gpu, self.threads)
-        self.toolchain = toolchain(cfg.backend, self.backend)
+        self.toolchain = toolchain(self.backend)
         self.rng = random.Random(cfg.seed)
         self.default_json = default_trace(self.op, self.bench_dims).to_json()
         self.ceilings: dict = {}
         # The roofline check needs measured times (not an emulator's estimate).
-        measured = getattr(self.backend, "timing", "measured") != "estimate"
-        self.roofline_slack = cfg.roofline_slack if measured else 0.0
+        self.roofline_slack = cfg.roofline_slack if self.backend.target.measured else 0.0
         self.roofline_min_bytes = cfg.roofline_min_bytes if cfg.roofline_min_bytes is not None \
             else 0 if self.gpu else max(64 << 20, 4 * last_level_cache_bytes())
 
@@ -288,7 +288,7 @@ class Search:
     def job(self, trace_json: str, cand: int | None, baseline: bool, verify: bool,
             time_it: bool = True) -> EvalJob:
         opts = dict(self.cfg.backend_options)
-        if self.cfg.backend == "cpu" and self.threads:
+        if self.backend.target.host_threads and self.threads:
             opts.setdefault("threads", self.threads)
         return EvalJob(self.cfg.op, self.cfg.backend, trace_json, self.bench_shape,
                        () if verify else self.check_shapes, (0, 1, 2), opts,
@@ -298,14 +298,11 @@ class Search:
     def render_hash(self, trace: Trace) -> tuple[str | None, Result | None]:
         """Lower and render in this process (cheap): the run hash, or the failure."""
         try:
-            sched = apply_trace(self.op, trace)
-            plan = lower(sched, self.bench_dims)
-            self.backend.check(sched, plan)
-            src = self.backend.render(plan)
+            src = pipeline.compile(self.op, trace, self.bench_dims, self.backend).source
         except MoveError as e:
             return None, Result("legality", message=str(e), diagnostics={"error": e.to_dict()})
-        except Exception as e:
-            return None, Result("render", message=f"{type(e).__name__}: {e}"[:1500])
+        except KevolveError as e:
+            return None, Result("render", message=pipeline.describe(e)[:1500])
         return run_hash(src.hash, self.cfg.backend, self.toolchain, self.hardware), None
 
     def _similar(self, arch) -> tuple:
@@ -314,9 +311,7 @@ class Search:
         return tuple(similar_ops(arch, self.op, self.cfg.backend, self.hardware))
 
     def executor(self):
-        env = {}
-        if self.cfg.backend_options.get("interpret"):
-            env["TRITON_INTERPRET"] = "1"
+        env = dict(self.backend.worker_env())
         if self.cfg.executor == "ray":
             from .executors import RayExecutor
             return RayExecutor(address=self.cfg.address, gpu=self.gpu,

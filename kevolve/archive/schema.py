@@ -13,17 +13,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..errors import ArchiveError
+
 APPLICATION_ID = int.from_bytes(b"KEVO", "big")  # 0x4B45564F, PRAGMA application_id
 # What an archive holds, as counted by info(), merge() and import_jsonl(), and the table of
 # each kind.
 TABLES = {"ops": "ops", "candidates": "candidates", "results": "results",
           "ceilings": "hardware", "usage": "usage", "runs": "runs"}
 KINDS = tuple(TABLES)
-
-
-class ArchiveError(Exception):
-    """The archive (or a file to merge or import) is missing, foreign, corrupt, newer than
-    this kevolve, locked for too long, or malformed. The message names the file."""
 
 
 # --- tables and migrations -----------------------------------------------------------------

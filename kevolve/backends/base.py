@@ -1,4 +1,6 @@
-"""The backend interface: capabilities as data, render -> KernelSource, build -> Kernel."""
+"""The backend interface: capabilities as data, render -> KernelSource, build -> Kernel, and
+what the layers above may ask instead of a backend's name: its `target` (where kernels run,
+how they are fed and timed) and a few hooks (`worker_env`, `compile_log`, `notes`)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 from ..plan.model import Plan
 from ..schedule.errors import MoveError
 from ..schedule.state import Schedule
+from .target import Target
 from .toolchain import cache_dir  # noqa: F401  (re-exported: it lives in toolchain.py)
 
 
@@ -73,9 +76,40 @@ class Kernel:
 
 
 class Backend:
+    """Every backend takes `threads=` (kernels whose target has `host_threads` use it)."""
+
     name: str = "?"
     caps: Caps = Caps("cpu")
     tensor_lib: str = "numpy"  # numpy | torch: what run() takes
+
+    @property
+    def target(self) -> Target:
+        """Where kernels run, what they take, whether their times are measured. This default
+        reads `caps.device` and `tensor_lib` (any device but "cpu" is an accelerator);
+        emulated and interpreted modes override it."""
+        return Target(self.caps.device, on_device=self.caps.device != "cpu",
+                      tensor_lib=self.tensor_lib)
+
+    def worker_env(self) -> dict[str, str]:
+        """Environment variables a worker process needs before it imports anything (an
+        interpreter mode fixed at import time)."""
+        return {}
+
+    def compile_log(self, source: KernelSource) -> tuple[bool, str]:
+        """Compile `source` again and return (ok, the compiler's messages), for people
+        reading why a candidate failed. By default: build it and list its diagnostics."""
+        try:
+            k = self.build(source)
+        except Exception as e:
+            return False, f"{type(e).__name__}: {e}"
+        diag = "\n".join(f"{key}: {v}" for key, v in sorted(k.diagnostics.items()))
+        return True, diag or "(built; the backend reported no diagnostics)"
+
+    def notes(self) -> str:
+        """What pays on this target, in a few paragraphs of Markdown, for the LLM proposer's
+        prompt ("" when none are written; kevolve's sit in backends/notes/<name>.md)."""
+        from .notes import notes
+        return notes(self.name)
 
     def check(self, sched: Schedule, plan: Plan) -> None:
         """Layer 3: raise MoveError for what this backend cannot honour."""

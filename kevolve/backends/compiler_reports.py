@@ -86,8 +86,11 @@ def totals(diagnostics: dict) -> dict[str, int]:
     `spills` over all kernels (NVIDIA spill-store bytes, AMD spilled VGPRs and SGPRs,
     Triton's local bytes: nonzero means something spills, which the heuristic answers with
     smaller tiles), and the largest register count, stack frame (AMD: scratch; Triton:
-    local bytes) and shared memory of any kernel. Empty when the build reported nothing."""
-    ks = [k for k in (diagnostics.get("kernels") or {}).values() if isinstance(k, dict)]
+    local bytes) and shared memory of any kernel. Empty when the build reported nothing, or
+    reported something else than compiler figures by kernel name (MTIA's list of estimates)."""
+    kernels = diagnostics.get("kernels")
+    ks = [k for k in kernels.values() if isinstance(k, dict)] if isinstance(kernels, dict) \
+        else []
     if not ks:
         return {}
     return {"spills": sum(k.get("spill_stores", 0) + k.get("vgpr_spill", 0)

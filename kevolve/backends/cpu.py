@@ -18,8 +18,9 @@ from .base import Backend, Caps, Kernel, KernelSource
 from .cstyle.host import c_signature, host_parts, launch_args
 from .cstyle.languages import CLanguage
 from .cstyle.scalar import ScalarEmitter
+from .target import Target
 from .templating import banner, render
-from .toolchain import CompileError, cache_dir, run_tool
+from .toolchain import CompileError, c_compile_log, cache_dir, cc_version, run_tool
 
 __all__ = ["CpuBackend", "CompileError", "CFLAGS", "LDFLAGS", "compile_c"]
 
@@ -37,9 +38,17 @@ class CpuBackend(Backend):
     caps = Caps("cpu", dtypes=("f32", "bf16", "i32", "i64"), max_tile_elems=1 << 16,
                 bind_targets=frozenset({"grid"}), renders=frozenset({"vectorize", "unroll"}))
 
+    target = Target("cpu", tensor_lib="numpy", host_threads=True)
+
     def __init__(self, cc: str | None = None, threads: int | None = None):
         self.cc = cc or shutil.which("cc") or shutil.which("gcc") or "cc"
         self.threads = threads
+
+    def toolchain(self) -> dict:
+        return cc_version()
+
+    def compile_log(self, source: KernelSource) -> tuple[bool, str]:
+        return c_compile_log(self.cc, source)
 
     def available(self) -> tuple[bool, str]:
         if shutil.which(self.cc) is None:

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import sys
 
+from ..errors import MissingExtra
 from ..ir.interp import bind_dims
 from ..plan.walk import module_signature
 from .base import Backend, Caps, Kernel, KernelSource
@@ -23,12 +24,15 @@ def require_numba():
     try:
         import numba  # noqa: F401
     except ImportError as e:
-        raise ImportError("the numba backend needs numba: pip install 'kevolve[numba]'") from e
+        raise MissingExtra("the numba backend needs numba: pip install 'kevolve[numba]'") from e
 
 
 class NumbaBackend(Backend):
     name = "numba"
     caps = Caps("cpu", max_tile_elems=1 << 16, bind_targets=frozenset({"grid"}))
+
+    def __init__(self, threads: int | None = None):
+        self.threads = threads  # accepted like every backend's; numba's own threads decide
 
     def available(self) -> tuple[bool, str]:
         try:

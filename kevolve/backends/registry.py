@@ -1,41 +1,57 @@
-"""Finding backends by name: the built-in ones directly (so a checkout run with
-PYTHONPATH=. works, as on the GPU machine), third-party ones through the
-`kevolve.backends` entry-point group. Nothing is imported until a backend is asked for."""
+"""Finding backends by name, through the `kevolve.backends` entry-point group only: kevolve's
+own six are listed in its pyproject.toml exactly as a third-party package lists its own. A
+checkout run without installed metadata (PYTHONPATH=., as on the GPU machine) reads the same
+table from the pyproject.toml beside the package. Nothing is imported until a backend is
+asked for."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+from functools import cache
 from importlib.metadata import entry_points
+from pathlib import Path
 
+from ..errors import UnknownName
 from .base import Backend
 
-BUILTIN = {
-    "triton": "kevolve.backends.triton:TritonBackend",
-    "cpu": "kevolve.backends.cpu:CpuBackend",
-    "numba": "kevolve.backends.numba:NumbaBackend",
-    "cuda": "kevolve.backends.cuda:CudaBackend",
-    "hip": "kevolve.backends.hip:HipBackend",
-    "mtia": "kevolve.backends.mtia:MtiaBackend",
-}
 GROUP = "kevolve.backends"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
-def _builtin_present(target: str) -> bool:
-    mod = target.split(":")[0]
-    return importlib.util.find_spec(mod) is not None
+@cache
+def pyproject_table(path: Path = PYPROJECT) -> dict[str, str]:
+    """kevolve's own entry points as its pyproject.toml lists them (empty if there is none:
+    an installed wheel has no pyproject.toml beside the package)."""
+    if not path.is_file():
+        return {}
+    import tomllib
+
+    project = tomllib.loads(path.read_text()).get("project", {})
+    if project.get("name") != "kevolve":
+        return {}
+    return dict(project.get("entry-points", {}).get(GROUP, {}))
+
+
+def _present(target: str) -> bool:
+    try:
+        return importlib.util.find_spec(target.split(":")[0]) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def names() -> dict[str, str]:
     """Backend name -> 'module:attr' for every backend this installation can offer."""
-    out = {n: t for n, t in BUILTIN.items() if _builtin_present(t)}
-    for ep in entry_points(group=GROUP):
-        out.setdefault(ep.name, ep.value)
-    return out
+    eps = list(entry_points(group=GROUP))
+    installed = any(ep.dist is not None and ep.dist.name == "kevolve" for ep in eps)
+    table = {} if installed else dict(pyproject_table())
+    for ep in eps:
+        table.setdefault(ep.name, ep.value)
+    return {n: t for n, t in table.items() if _present(t)}
 
 
-class UnknownBackend(KeyError):
-    pass
+class UnknownBackend(UnknownName):
+    """No backend of that name is installed."""
 
 
 def get(name: str, **options) -> Backend:

@@ -13,9 +13,7 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-
-class CompileError(RuntimeError):
-    """The generated source did not compile; the message is the compiler's."""
+from ..errors import CompileError  # noqa: F401  (raised by run_tool; defined once)
 
 
 def cache_dir() -> Path:
@@ -78,3 +76,34 @@ def tool_version(path: str, hip_platform: str | None = None) -> str:
 def version_tag(path: str, hip_platform: str | None = None) -> str:
     """Eight hex digits of `tool_version`, for cache file names."""
     return hashlib.sha256(tool_version(path, hip_platform).encode()).hexdigest()[:8]
+
+
+@lru_cache(maxsize=1)
+def cc_version() -> dict:
+    """`{"cc": first line of cc --version}` (empty where `cc` does not run): the C compiler
+    in the toolchain of the backends that build with the system compiler."""
+    try:
+        r = subprocess.run(["cc", "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"cc": r.stdout.splitlines()[0] if r.stdout else ""}
+
+
+def c_compile_log(cc: str, source) -> tuple[bool, str]:
+    """Compile a C KernelSource again in a scratch folder (the build cache would skip a source
+    it has seen) and return (ok, the command and the compiler's messages)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="kevolve-replay-") as d:
+        c = os.path.join(d, "kernel.c")
+        with open(c, "w") as f:
+            f.write(source.text)
+        cmd = [cc, *source.flags, "-fdiagnostics-color=never", "-c", c, "-o",
+               os.path.join(d, "kernel.o")]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.SubprocessError) as e:
+            return False, f"could not run the compiler: {e}"
+        text = (r.stdout + r.stderr).replace(d + os.sep, "")
+        head = "$ " + " ".join(os.path.basename(x) if x.startswith(d) else x for x in cmd)
+        return r.returncode == 0, head + "\n" + (text.strip() or "(no messages)")

@@ -175,7 +175,7 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
         try:
             be = kevolve.backend(be_name)
             k = kevolve.build(kevolve.lower(op, trace, be, dims), be)
-            lib = "torch" if be.tensor_lib == "torch" else "numpy"
+            lib = be.target.tensor_lib
             if lib not in shared_ins:
                 shared_ins[lib] = ev.inputs_for(op, case.inputs, lib, device)
             ins = shared_ins[lib]
@@ -306,24 +306,39 @@ def _finalist(ranked: list, prepared: dict, timer, rounds: int):
         else ranked[0]["candidate"]
 
 
-def _options(backend: str, threads: int | None) -> dict:
-    """Backend options of the suite's searches: the CPU backend's thread count."""
-    return {"threads": threads} if backend == "cpu" and threads else {}
+def _options(be, threads: int | None) -> dict:
+    """Backend options of the suite's searches: the thread count, for a backend whose
+    kernels run on host threads."""
+    return {"threads": threads} if be.target.host_threads and threads else {}
 
 
-def _archived(row: dict, tops: list, cfg) -> None:
+def _archived(row: dict, tops: list, cfg, hardware: str, toolchain: dict) -> None:
     """Beside each archive contender's time here, its archived time, the run hash of the
     code its trace renders to here (`source_hash`: which code a result file's times are
     of, whatever the checkout's git metadata says) and whether the archived time was
     measured on that code (`same_code`: not when the archive's search ran at another shape,
     or with another kevolve, template or toolchain)."""
-    from ..agent.search import Search
-    from ..schedule import Trace
+    from .. import api, pipeline
+    from ..agent.search import run_hash
+    from ..errors import KevolveError
+    from ..ops import LIBRARY
 
     if not tops:
         return
-    probe = Search(cfg)
-    here = {s.candidate_id: probe.render_hash(Trace.from_json(s.trace_json))[0] for s in tops}
+    opdef = LIBRARY[cfg.op]
+    shape = {**opdef.shape(cfg.shape), **cfg.shape_overrides}
+    op, dims = opdef.op_for(shape), opdef.dims(shape)
+    be = api.backend(cfg.backend, **cfg.backend_options)
+
+    def code(trace_json: str) -> str | None:
+        """The run hash of the code the trace renders to here (None: it does not)."""
+        try:
+            src = pipeline.compile(op, trace_json, dims, be).source
+        except KevolveError:
+            return None
+        return run_hash(src.hash, cfg.backend, toolchain, hardware)
+
+    here = {s.candidate_id: code(s.trace_json) for s in tops}
     known = {s.candidate_id: {"archived_ms": s.result.time_ms, "source_hash": here[s.candidate_id],
                               "same_code": here[s.candidate_id] == s.result.source_hash}
              for s in tops}
@@ -346,9 +361,10 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
     from ..archive import DEFAULT_PATH as DEFAULT_DB
     from ..archive import Archive
 
-    be = api.backend(backend, **_options(backend, threads))
+    options = _options(api.backend(backend), threads)
+    be = api.backend(backend, **options)
     be.configure_process()  # before torch.compile, which sets its own ptxas for the process
-    gpu = be.caps.device != "cpu"
+    gpu = be.target.on_device
     if not gpu and threads:
         import torch
         torch.set_num_threads(threads)
@@ -358,14 +374,14 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
     db = db or DEFAULT_DB
     names = ops or SUITES[suite]
     out = {"suite": suite, "backend": backend, "hardware": hw, "ceilings": ceilings,
-           "toolchain": toolchain(backend, be), "rows": [], "history": {}, "rounds": rounds,
+           "toolchain": toolchain(be), "rows": [], "history": {}, "rounds": rounds,
            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     for name in names:
         op_db = (op_dbs or {}).get(name, db)
         if not from_archive and budget > 0:
             evolve(SearchConfig(name, backend, budget=budget, workers=workers, db=op_db,
                                 shape=PRESET[suite], threads=threads,
-                                backend_options=_options(backend, threads)))
+                                backend_options=options))
         arch = Archive(op_db) if os.path.exists(op_db) else None
         try:
             tops = arch.fastest(name, backend, hw, max(1, top)) if arch is not None else []
@@ -378,7 +394,7 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
                        contenders=tuple((s.candidate_id, s.trace_json) for s in tops),
                        rounds=rounds)
         _archived(row, tops, SearchConfig(name, backend, shape=PRESET[suite], threads=threads,
-                                          backend_options=_options(backend, threads)))
+                                          backend_options=options), hw, out["toolchain"])
         row["searched"] = len(hist)
         row["archive"] = os.path.basename(op_db)  # which archive the row's search is in
         row["within_5pct_at"] = within(out["history"][name])

@@ -9,3 +9,4 @@ SUITES = {
             "dot_interaction"),
 }
 PRESET = {"ranking": "gpu", "cpu": "cpu"}
+BACKEND = {"ranking": "triton", "cpu": "cpu"}  # the backend a suite runs on by default

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from ..errors import ShapeError
+
 SHAPE_HELP = ("A preset (small, cpu, gpu) and/or NAME=VAL overrides, e.g. --shape cpu "
               "--shape N=1024. Default: cpu on CPU backends, gpu on GPU backends.")
 
@@ -14,10 +16,6 @@ backend_option = click.option("--backend", "-b", "backend_name", required=True,
 schedule_option = click.option("--schedule", "schedule_path", metavar="TRACE.json",
                                type=click.Path(exists=True, dir_okay=False),
                                help="A schedule trace (default: the op's default schedule).")
-
-
-class ShapeError(ValueError):
-    """A --shape argument that names no preset and is not NAME=VAL."""
 
 
 def parse(shape_args: tuple[str, ...], default_preset: str):
@@ -39,8 +37,8 @@ def parse(shape_args: tuple[str, ...], default_preset: str):
 
 def resolve(op_ref: str, shape_args: tuple[str, ...], gpu: bool):
     """(Op, OpDef or None, shape dict) for a library op or a spec file."""
-    from ..ir.spec import resolve_op
     from ..ops import LIBRARY
+    from ..ops import resolve as resolve_op
 
     preset, over = parse(shape_args, "gpu" if gpu else "cpu")
     if op_ref in LIBRARY:

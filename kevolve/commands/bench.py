@@ -62,9 +62,9 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
         echo(f"wrote {rh}")
         return
     from ..bench.runner import run_suite
-    from ..bench.suites import SUITES
+    from ..bench.suites import BACKEND, SUITES
 
-    backend_name = backend_name or ("triton" if suite == "ranking" else "cpu")
+    backend_name = backend_name or BACKEND[suite]
     per_op = {}
     for item in op_dbs:
         name, sep, path = item.partition("=")

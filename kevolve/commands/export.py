@@ -284,7 +284,7 @@ def module_text(rec: dict, db: str, module: str, qualname: str | None = None) ->
         inputs_r=repr(inputs), params_r=repr(params), outputs_r=repr(outputs),
         dim_sources_r=repr(sources), source_r=_literal(src.text),
         host_line="_HOST = dict(_TORCH, bf16=torch.float32)  # bf16 values live in float32 "
-                  "on the host" if be.tensor_lib == "numpy" else "_HOST = _TORCH",
+                  "on the host" if be.target.tensor_lib == "numpy" else "_HOST = _TORCH",
         signature=sig, returns=returns,
         doc=f"{op.name} ({rec['backend']} kernel by kevolve; forward only). IR:\n\n    "
             + "\n    ".join(op_text(op).strip().splitlines()),

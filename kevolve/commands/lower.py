@@ -22,7 +22,7 @@ def command(op_ref, backend_name, schedule_path, shape_args, output) -> None:
     from ..api import backend, lower
 
     be = backend(backend_name)
-    op, opdef, sd = resolve(op_ref, shape_args, gpu=be.caps.device != "cpu")
+    op, opdef, sd = resolve(op_ref, shape_args, gpu=be.target.device != "cpu")
     dims = dims_for(op, opdef, sd)
     src = lower(op, load_trace(op, schedule_path, dims), be, dims)
     if output:

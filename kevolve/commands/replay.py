@@ -8,9 +8,6 @@ the recorded result."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import tempfile
 
 import click
 
@@ -31,32 +28,6 @@ def _result_line(r) -> str:
     if r.max_error is not None:
         parts.append(f"max error {r.max_error:.3g}")
     return ", ".join(parts)
-
-
-def compiler_log(be, src) -> tuple[bool, str]:
-    """Compile a KernelSource again and return (ok, the compiler's messages). C sources go
-    through the backend's compiler in a scratch folder (the build cache would skip a source
-    it has seen); other backends build through the backend and report its diagnostics."""
-    if src.lang == "c" and getattr(be, "cc", None):
-        with tempfile.TemporaryDirectory(prefix="kevolve-replay-") as d:
-            c = os.path.join(d, "kernel.c")
-            with open(c, "w") as f:
-                f.write(src.text)
-            cmd = [be.cc, *src.flags, "-fdiagnostics-color=never", "-c", c, "-o",
-                   os.path.join(d, "kernel.o")]
-            try:
-                r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-            except (OSError, subprocess.SubprocessError) as e:
-                return False, f"could not run the compiler: {e}"
-            text = (r.stdout + r.stderr).replace(d + os.sep, "")
-            head = "$ " + " ".join(os.path.basename(x) if x.startswith(d) else x for x in cmd)
-            return r.returncode == 0, head + "\n" + (text.strip() or "(no messages)")
-    try:
-        k = be.build(src)
-    except Exception as e:
-        return False, f"{type(e).__name__}: {e}"
-    diag = "\n".join(f"{k}: {v}" for k, v in sorted(k.diagnostics.items()))
-    return True, diag or "(built; the backend reported no diagnostics)"
 
 
 @click.command("replay", short_help="Re-render, recompile and re-evaluate an archived "
@@ -107,10 +78,11 @@ def command(candidate: int, db: str, backend: str | None, hardware: str | None,
 
 
 def _replay(cand: dict, row: dict, no_eval: bool, no_time: bool, timeout: float) -> None:
-    from .. import api
+    from .. import api, pipeline
+    from ..errors import KevolveError
     from ..ir.printer import op_text
     from ..ops import LIBRARY
-    from ..schedule import MoveError, Trace, apply_trace, lower
+    from ..schedule import MoveError, Trace
 
     _rule("trace")
     try:
@@ -134,25 +106,24 @@ def _replay(cand: dict, row: dict, no_eval: bool, no_time: bool, timeout: float)
              "candidate (kevolve changed since); replaying against the current IR")
     dims = opdef.dims(shape)
     threads = _threads(row["hardware"])
-    opts = {"threads": threads} if row["backend"] == "cpu" and threads else {}
-    be = api.backend(row["backend"], **opts)
+    be = api.backend(row["backend"])
+    opts = {"threads": threads} if be.target.host_threads and threads else {}
+    if opts:
+        be = api.backend(row["backend"], **opts)
 
     _rule(f"source ({row['backend']}, dims {json.dumps(dims)})")
     src = None
     try:
-        sched = apply_trace(op, trace)
-        plan = lower(sched, dims)
-        be.check(sched, plan)
-        src = be.render(plan)
+        src = pipeline.compile(op, trace, dims, be).source
     except MoveError as e:
         echo(f"legality: {e}")
         echo(json.dumps(e.to_dict(), indent=2))
-    except Exception as e:  # a render failure is what this command is for
-        echo(f"render failed: {type(e).__name__}: {e}")
+    except KevolveError as e:  # a render failure is what this command is for
+        echo(f"render failed: {pipeline.describe(e)}")
     if src is not None:
         echo(src.text.rstrip())
         _rule("compiler")
-        ok, log = compiler_log(be, src)
+        ok, log = be.compile_log(src)
         echo(log)
         echo("compiled" if ok else "compile FAILED")
 

@@ -35,10 +35,10 @@ def command(op_ref, backend_name, schedule_path, shape_args, as_json, threads, r
 
     opts = {"interpret": True} if interpret else {}
     threads = threads or os.cpu_count() or 1
-    if backend_name == "cpu":
-        opts["threads"] = threads
     be = backend(backend_name, **opts)
-    gpu = be.caps.device != "cpu" and not interpret
+    if be.target.host_threads:
+        be = backend(backend_name, **opts, threads=threads)
+    gpu = be.target.on_device
     op, opdef, sd = resolve(op_ref, shape_args, gpu=gpu)
     if opdef is None:
         raise click.UsageError("kevolve run needs input generators: use a library op "
@@ -76,7 +76,7 @@ def measure(op, opdef, case, kernel, be, gpu: bool, threads: int, repeat: int, d
     from ..ir.interp import bind_dims, run
 
     torch.set_num_threads(threads)
-    lib = "torch" if be.tensor_lib == "torch" else "numpy"
+    lib = be.target.tensor_lib
     dims = bind_dims(op, case.inputs, case.params)
     ins = ev.inputs_for(op, case.inputs, lib, device)
     before = {k: (v.clone() if lib == "torch" else v.copy()) for k, v in ins.items()}

@@ -18,9 +18,9 @@ from ._common import OP_HELP, echo, op_argument
               help="A schedule trace (JSON) to print instead of the default schedule.")
 def command(op_ref: str, schedule_path: str | None) -> None:
     from ..ir.printer import op_text
-    from ..ir.spec import resolve_op
+    from ..ops import resolve
 
-    op = resolve_op(op_ref)
+    op = resolve(op_ref)
     echo(op_text(op))
     echo()
     if schedule_path is not None:

@@ -6,6 +6,8 @@ import os
 import sys
 from dataclasses import dataclass
 
+from ..errors import UserError
+
 _IR_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -21,7 +23,7 @@ def user_location() -> str | None:
 
 
 @dataclass
-class SpecError(Exception):
+class SpecError(UserError):
     """An operator spec is invalid. Carries the stage, axis and source line involved."""
 
     message: str
@@ -50,6 +52,6 @@ class SpecError(Exception):
         return None
 
 
-class InterpError(Exception):
+class InterpError(UserError):
     """The reference interpreter met inputs the op does not accept (bad shape, index out of
     bounds, a jagged segment longer than its max_extent)."""

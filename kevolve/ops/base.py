@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import UnknownName
 from ..ir.nodes import Op, op_dims
 
 PRESETS = ("small", "cpu", "gpu")
@@ -42,7 +43,7 @@ class OpDef:
         try:
             return self.variants[sd["dtype"]]
         except KeyError:
-            raise KeyError(f"{self.name} has no {sd['dtype']!r} variant; dtypes: "
+            raise UnknownName(f"{self.name} has no {sd['dtype']!r} variant; dtypes: "
                            f"{', '.join(self.variants)}") from None
 
     def dims(self, shape: str | dict) -> dict[str, int]:
@@ -56,7 +57,7 @@ class OpDef:
                 if name == "T" and "B" in out and "max_len" in out:
                     out[name] = out["B"] * out["max_len"]
                 else:
-                    raise KeyError(f"{self.name}: shape {sd} does not give dim {name!r}")
+                    raise UnknownName(f"{self.name}: shape {sd} does not give dim {name!r}")
         return out
 
     def case(self, shape: str | dict = "small", seed: int = 0) -> Case:
@@ -68,7 +69,7 @@ class OpDef:
         if isinstance(shape, dict):
             return dict(shape)
         if shape not in self.shapes:
-            raise KeyError(f"{self.name} has no shape preset {shape!r}; presets: "
+            raise UnknownName(f"{self.name} has no shape preset {shape!r}; presets: "
                            f"{', '.join(self.shapes)}")
         return dict(self.shapes[shape])
 

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..errors import UserError
+
 
 # Not frozen: Python sets __traceback__ and __notes__ on a raised exception (contextlib's
 # @contextmanager, add_note), which a frozen dataclass refuses. eq=False: identity, like
 # other exceptions.
 @dataclass(eq=False)
-class MoveError(Exception):
+class MoveError(UserError):
     move_index: int | None  # None: the trace as a whole (bad JSON, wrong op, ...)
     code: str  # schema.* | semantics.* | backend.*
     message: str
     hint: str = ""
-
-    def __reduce__(self):  # pickle by fields (workers send errors back), even from kwargs
-        return type(self), (self.move_index, self.code, self.message, self.hint)
 
     def to_dict(self) -> dict:
         return asdict(self)

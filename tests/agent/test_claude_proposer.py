@@ -21,7 +21,6 @@ try:  # anthropic >= 2 ships its HTTP client as httpx2
 except ImportError:  # pragma: no cover - older SDKs use httpx
     import httpx
 
-from kevolve.agent.knowledge import available, notes  # noqa: E402
 from kevolve.agent.proposers import make  # noqa: E402
 from kevolve.agent.proposers.claude import (  # noqa: E402
     TOOL,
@@ -30,6 +29,7 @@ from kevolve.agent.proposers.claude import (  # noqa: E402
     tool_definition,
 )
 from kevolve.agent.types import ProposalContext, Result, Scored  # noqa: E402
+from kevolve.backends.notes import available, notes  # noqa: E402
 from kevolve.backends.registry import get as get_backend  # noqa: E402
 from kevolve.ir.printer import op_text  # noqa: E402
 from kevolve.ops import LIBRARY  # noqa: E402

@@ -44,14 +44,14 @@ def test_a_cubin_is_reused_only_by_the_same_nvcc_version(tmp_path, monkeypatch):
 def test_the_compiler_version_is_in_the_toolchain(tmp_path):
     nvcc = fake_nvcc(tmp_path, "nvcc", "12.9.41")
     assert tool_version(str(nvcc)) == "12.9.41"
-    assert toolchain("cuda", CudaBackend(nvcc=str(nvcc)))["nvcc"] == "12.9.41"
-    assert toolchain("hip", HipBackend(platform="nvidia", nvcc=str(nvcc)))["nvcc"] == "12.9.41"
-    assert "nvcc" not in toolchain("cuda", CudaBackend(emulate=True))
+    assert toolchain(CudaBackend(nvcc=str(nvcc)))["nvcc"] == "12.9.41"
+    assert toolchain(HipBackend(platform="nvidia", nvcc=str(nvcc)))["nvcc"] == "12.9.41"
+    assert "nvcc" not in toolchain(CudaBackend(emulate=True))
     # hipcc wraps nvcc or clang by HIP_PLATFORM: the AMD build's version is clang's
     hipcc = tmp_path / "hipcc"
     hipcc.write_text("#!/bin/sh\necho 'HIP version: 5.2.1'\n"
                      "if [ \"$HIP_PLATFORM\" = amd ]; then echo 'clang version 15.0.6'; "
                      "else echo 'Cuda compilation tools, release 13.0, V13.0.88'; fi\n")
     hipcc.chmod(0o755)
-    assert toolchain("hip", HipBackend(hipcc=str(hipcc)))["hipcc"] == \
+    assert toolchain(HipBackend(hipcc=str(hipcc)))["hipcc"] == \
         "HIP version: 5.2.1; clang version 15.0.6"

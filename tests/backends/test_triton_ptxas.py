@@ -66,11 +66,11 @@ def test_bad_choices_say_what_to_use(two, tmp_path, monkeypatch):
 
 def test_the_choice_is_in_the_toolchain_and_the_run_hash(two):
     new, old = TritonBackend(), TritonBackend(ptxas="triton")
-    assert toolchain("triton", new)["ptxas"] == "13.0.88"
-    assert toolchain("triton", old)["ptxas"] == "12.8.93"
-    assert run_hash("s", "triton", toolchain("triton", new), "gpu:x") != \
-        run_hash("s", "triton", toolchain("triton", old), "gpu:x")
-    assert "ptxas" not in toolchain("triton", TritonBackend(interpret=True))
+    assert toolchain(new)["ptxas"] == "13.0.88"
+    assert toolchain(old)["ptxas"] == "12.8.93"
+    assert run_hash("s", "triton", toolchain(new), "gpu:x") != \
+        run_hash("s", "triton", toolchain(old), "gpu:x")
+    assert "ptxas" not in toolchain(TritonBackend(interpret=True))
 
 
 def test_the_choice_is_settled_before_the_first_compile(two, monkeypatch):

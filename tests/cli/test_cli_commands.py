@@ -102,7 +102,7 @@ def test_usage_errors_exit_2(runner, tmp_path):
 
 
 def test_show_with_a_schedule_file(runner, tmp_path):
-    from kevolve.ir.spec import resolve_op
+    from kevolve.ops import resolve as resolve_op
     from kevolve.schedule import Trace, default_trace
 
     trace = default_trace(resolve_op("softmax"))

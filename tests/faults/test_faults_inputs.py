@@ -23,7 +23,7 @@ from kevolve.cli import main
 from kevolve.ir import SpecError
 from kevolve.ir.errors import InterpError
 from kevolve.ir.interp import run as reference
-from kevolve.ir.spec import load_op
+from kevolve.ir.specfile import load_op
 from kevolve.ops import LIBRARY
 from kevolve.schedule import default_trace
 

@@ -11,7 +11,7 @@ import pytest
 
 from kevolve import ops
 from kevolve.ir.interp import run
-from kevolve.ir.spec import load_op
+from kevolve.ir.specfile import load_op
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "ir.md"
 SPECS = [b for b in re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)

@@ -11,7 +11,8 @@ import pytest
 
 from kevolve.ir import Op, SpecError
 from kevolve.ir.interp import run
-from kevolve.ir.spec import is_spec_ref, load_op, resolve_op, split_ref
+from kevolve.ir.specfile import is_spec_ref, load_op, split_ref
+from kevolve.ops import resolve as resolve_op
 
 HEADER = "from kevolve.ir.builder import *\n"
 

@@ -16,4 +16,6 @@ def make(name: str, **options):
     if name == "claude":
         from .claude import ClaudeProposer
         return ClaudeProposer(**options)
-    raise KeyError(f"unknown proposer {name!r}; use heuristic, claude or replay")
+    from ...errors import UnknownName
+
+    raise UnknownName(f"unknown proposer {name!r}; use heuristic, claude or replay")

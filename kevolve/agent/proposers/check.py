@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ... import pipeline
 from ...backends.resources import check_fits
-from ...schedule import Trace, apply_trace, lower
+from ...errors import InternalError
+from ...schedule import Trace
 from ...schedule.plan import Plan
 
 
@@ -25,15 +27,24 @@ class Backends:
         return self._made[name]
 
 
+# What lowering raises for a trace it does not support (not a bug, not a MoveError): the
+# pipeline hands these on wrapped in an InternalError; a proposer just drops the trace.
+UNSUPPORTED = (NotImplementedError, KeyError, ValueError)
+
+
+def unsupported(e: Exception) -> bool:
+    """`e` says the trace is not supported (as above), directly or wrapped by the pipeline."""
+    return isinstance(e, UNSUPPORTED) or (isinstance(e, InternalError)
+                                          and isinstance(e.__cause__, UNSUPPORTED))
+
+
 def prove(op, trace: Trace, dims: dict, backend, limits: dict) -> Plan:
     """The trace replays and lowers at the bench shape, the backend can honour it (layer 3
     of legality), and the backend's estimate of each program's needs fits the device's
     `limits` (ProposalContext.limits; empty off a GPU, so nothing is held there). The
     last is advice, not legality: a candidate over it would fail to compile or spill, so a
     proposer skips it rather than spend a worker on it. Raises MoveError."""
-    sched = apply_trace(op, trace)
-    plan = lower(sched, dims)
+    plan = pipeline.lower(op, trace, dims, backend).plan
     if backend is not None:
-        backend.check(sched, plan)
         check_fits(backend.usage(plan), limits)
     return plan

@@ -27,6 +27,7 @@ import re
 from collections import Counter
 from dataclasses import asdict, is_dataclass, replace
 
+from ...errors import MissingExtra, SetupError
 from ...schedule import MoveError, Trace
 from ...schedule.moves import MOVES, json_schema
 from ..types import Proposal, ProposalContext, Result, Scored
@@ -37,11 +38,7 @@ TOOL = "propose_schedules"
 ITEM_KEYS = ("moves", "decisions", "reason", "parent")
 
 
-class MissingExtra(ImportError):
-    """The anthropic SDK is not installed (kevolve's `llm` extra)."""
-
-
-class ClaudeSetupError(RuntimeError):
+class ClaudeSetupError(SetupError):
     """The proposer cannot talk to the API (no key)."""
 
 
@@ -305,8 +302,8 @@ class ClaudeProposer:
         for s in (*ctx.parents, *((ctx.best,) if ctx.best else ())):
             self._see(s.trace_json)
         self._see(ctx.default_trace_json)
-        from ...agent.knowledge import notes
-        system, user = build_prompt(ctx, n, notes(ctx.backend))
+        be = self._backend(ctx.backend)
+        system, user = build_prompt(ctx, n, be.notes() if be is not None else "")
         messages: list[dict] = [{"role": "user", "content": user}]
         tools = [tool_definition(n)]
         known = {s.candidate_id for s in (*ctx.parents, *((ctx.best,) if ctx.best else ()))

@@ -23,7 +23,7 @@ from ...ops import LIBRARY
 from ...schedule import MoveError, Trace
 from ..types import Proposal, ProposalContext
 from . import mutations as mu
-from .check import Backends, prove
+from .check import Backends, prove, unsupported
 
 
 class HeuristicProposer:
@@ -44,7 +44,9 @@ class HeuristicProposer:
         except MoveError as e:
             self.skipped[e.code] += 1
             return False
-        except (NotImplementedError, KeyError, ValueError):
+        except Exception as e:
+            if not unsupported(e):
+                raise
             return False
 
     def _resident(self, t: Trace | None, op, ctx: ProposalContext) -> Trace | None:
@@ -60,7 +62,9 @@ class HeuristicProposer:
         try:
             fit = be and resident_programs(be.usage(prove(op, t, ctx.bench_dims, be, {})),
                                            ctx.limits)
-        except (MoveError, NotImplementedError, KeyError, ValueError):
+        except Exception as e:
+            if not (isinstance(e, MoveError) or unsupported(e)):
+                raise
             return t  # _legal says why, with its count
         return mu.cap_persistent(t, fit) if fit else t
 

@@ -15,6 +15,7 @@ from ..compiler_reports import parse_ptxas
 from ..cstyle.gpu.block import check_gpu
 from ..cstyle.gpu.module import gpu_source
 from ..cstyle.languages import CudaLanguage
+from ..target import Target
 from ..toolchain import CompileError, find_tool, tool_version
 from .runtime import CubinRunner, compile_cubin, cuda_available, emulated_kernel
 
@@ -40,7 +41,7 @@ class CudaBackend(Backend):
     lang = CUDA_LANG
 
     def __init__(self, arch: str = "sm_90", nvcc: str | None = None, emulate: bool = False,
-                 loader: str | None = None):
+                 loader: str | None = None, threads: int | None = None):
         self.arch = arch
         # cupy | cuda-python | None (CuPy, else cuda-python); "emulator": the same Python
         # launcher drives the CPU emulation on torch CPU tensors (tests the launch path)
@@ -50,6 +51,11 @@ class CudaBackend(Backend):
         if emulate:  # numpy arrays on the host, CPU threads; times mean nothing
             self.tensor_lib = "numpy"
             self.runs_on = "host"
+
+    @property
+    def target(self) -> Target:  # the CPU emulator and its launcher run on the host
+        host = self.emulate or self.loader == "emulator"
+        return Target("cuda", on_device=not host, tensor_lib=self.tensor_lib)
 
     @property
     def flags(self) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ from ..cstyle.gpu.block import check_gpu
 from ..cstyle.gpu.module import gpu_source
 from ..cstyle.languages import HipLanguage
 from ..cuda.runtime import CubinRunner, compile_cubin, cuda_available, emulated_kernel
+from ..target import Target
 from ..toolchain import (
     CompileError,
     atomic_write,
@@ -64,7 +65,8 @@ class HipBackend(Backend):
 
     def __init__(self, platform: str = "amd", arch: str | None = None,
                  wavefront: int | None = None, hipcc: str | None = None,
-                 nvcc: str | None = None, emulate: bool = False, loader: str | None = None):
+                 nvcc: str | None = None, emulate: bool = False, loader: str | None = None,
+                 threads: int | None = None):
         if platform not in ("amd", "nvidia"):
             raise ValueError(f"platform must be 'amd' or 'nvidia', not {platform!r}")
         self.platform = platform
@@ -77,6 +79,11 @@ class HipBackend(Backend):
         self.caps = _caps(platform, self.wavefront, self.arch)
         self.tensor_lib = "numpy" if emulate else "torch"
         self.runs_on = "host" if emulate else "device"
+
+    @property
+    def target(self) -> Target:  # the CPU emulator and its launcher run on the host
+        host = self.emulate or self.loader == "emulator"
+        return Target("hip", on_device=not host, tensor_lib=self.tensor_lib)
 
     def available(self) -> tuple[bool, str]:
         if self.emulate:

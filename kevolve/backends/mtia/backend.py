@@ -21,8 +21,9 @@ from ...resources import templates_dir
 from ...schedule.errors import MoveError
 from ..base import Backend, Caps, Kernel, KernelSource, check_caps
 from ..cstyle.host import c_signature, host_parts, launch_args
+from ..target import Target
 from ..templating import banner, render
-from ..toolchain import cache_dir, run_tool
+from ..toolchain import cache_dir, cc_version, run_tool
 from .builder import MtiaEmitter
 from .language import MTIA_LANG
 from .model import MachineModel, kernel_estimate, total_estimate
@@ -76,6 +77,7 @@ class MtiaBackend(Backend):
     # nothing, the time to report and search against is diagnostics["estimate_ms"].
     runs_on = "host"
     timing = "estimate"
+    target = Target("mtia", tensor_lib="numpy", measured=False)
 
     def __init__(self, model: MachineModel | None = None, threads: int = 1,
                  cxx: str | None = None):
@@ -83,6 +85,9 @@ class MtiaBackend(Backend):
         self.caps = caps_for(self.model)
         self.threads = max(1, int(threads))
         self.cxx = cxx or shutil.which("g++") or shutil.which("c++") or "g++"
+
+    def toolchain(self) -> dict:
+        return cc_version()
 
     def available(self) -> tuple[bool, str]:
         if shutil.which(self.cxx) is None:

@@ -17,6 +17,7 @@ import re
 import subprocess
 import tempfile
 
+from ...errors import CompileError
 from ..base import KernelSource
 from ..compiler_reports import parse_ptxas as per_kernel
 from .backend import TritonBackend, load_module, require_triton
@@ -27,7 +28,7 @@ TRITON_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "f64": "fp64", "i3
 _I32 = (-2**31, 2**31 - 1)
 
 
-class AotError(RuntimeError):
+class AotError(CompileError):
     """A kernel did not compile for the target; the message is Triton's (or ptxas')."""
 
 

@@ -10,10 +10,12 @@ import os
 import sys
 from pathlib import Path
 
+from ...errors import MissingExtra
 from ...ir.interp import bind_dims
 from ...schedule.errors import MoveError
 from ..base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
 from ..compiler_reports import triton_jit
+from ..target import Target
 from ..templating import banner, render
 from . import bulk, ptxas
 from .emitter import render_module
@@ -29,7 +31,7 @@ def require_triton(interpret: bool | None = None):
     try:
         import triton
     except ImportError as e:
-        raise ImportError("the triton backend needs Triton: pip install 'kevolve[triton]'") from e
+        raise MissingExtra("the triton backend needs Triton: pip install 'kevolve[triton]'") from e
     if interpret is not None and bool(triton.knobs.runtime.interpret) != interpret:
         mode = "on" if interpret else "off"
         was = "off" if interpret else "on"
@@ -49,10 +51,17 @@ class TritonBackend(Backend):
                 bulk_copy=True)
 
     def __init__(self, interpret: bool = False, device: str | None = None,
-                 ptxas: str = "auto"):
+                 ptxas: str = "auto", threads: int | None = None):
         self.interpret = interpret
         self.device = device or ("cpu" if interpret else "cuda")
         self.ptxas = ptxas  # "auto", "triton", "torch" or a path: see ptxas.resolve
+
+    @property
+    def target(self) -> Target:  # the interpreter runs on the host, on torch CPU tensors
+        return Target("cuda", on_device=not self.interpret, tensor_lib="torch")
+
+    def worker_env(self) -> dict[str, str]:  # the interpreter is fixed when triton imports
+        return {"TRITON_INTERPRET": "1"} if self.interpret else {}
 
     def check(self, sched, plan) -> None:
         """Layer 3: the capabilities, and bulk copies only where a tensor descriptor can

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...errors import CandidateError
 from ...ir.interp import eval_int
 from ...ir.nodes import AxisRef, Buffer, Const, Load, product_factors
 from ...schedule.plan import AxisMap, KernelPlan, Plan, Step
@@ -40,7 +41,7 @@ MIN_ROW_BYTES = 16  # the box's innermost dimension, and the buffer's row stride
 DROP = "drop `copy: bulk` from its cache move (its threads copy it then)"
 
 
-class BulkError(ValueError):
+class BulkError(CandidateError, ValueError):
     """A bulk copy the Triton backend cannot render: why, and what to do instead."""
 
     def __init__(self, why: str, hint: str = DROP):
