@@ -64,8 +64,13 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
         on_gpu = be.caps.device != "cpu" and not interpret
         check(LIBRARY[op_ref], preset or ("gpu" if on_gpu else "cpu"), over)
         ok, why = be.available()
-        if not ok:
+        if not ok and executor == "local":  # (a Ray cluster's machines may have the GPU)
             raise BadInput(f"backend {backend_name} cannot run here: {why}")
+        if getattr(be, "timing", "measured") == "estimate":
+            raise BadInput(f"backend {backend_name} runs emulated here and its time is an "
+                           "estimate, which the search cannot rank yet; `kevolve run "
+                           f"{op_ref} --backend {backend_name}` checks a schedule and shows "
+                           "its estimate")
     require_torch("kevolve evolve (its torch eager baseline)")
     popts = {}
     if proposer == "replay":

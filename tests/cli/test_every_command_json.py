@@ -132,3 +132,13 @@ def test_relative_archive_paths_are_shown_resolved(work, monkeypatch):
     assert f"archive {work / 'a.db'} " in r.output
     r = CliRunner().invoke(main, ["archive", "info"], env={"KEVOLVE_DB": str(work / "a.db")})
     assert f"archive {work / 'a.db'} " in r.output
+
+
+def test_progress_bars_only_on_a_terminal_and_never_under_json(monkeypatch):
+    from rich.console import Console
+
+    from kevolve.commands._common import progress
+
+    assert progress(as_json=True).disable and progress(as_json=False).disable  # a pipe here
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+    assert not progress(as_json=False).disable and progress(as_json=True).disable

@@ -73,6 +73,13 @@ def test_evolve_on_a_gpu_backend_without_a_gpu_is_exit_2(runner, tmp_path):
     assert not (tmp_path / "a.db").exists()
 
 
+def test_evolve_on_the_mtia_emulator_is_refused_clearly(runner, tmp_path):
+    r = runner.invoke(main, ["evolve", "softmax", "-b", "mtia", "--budget", "1", "--db",
+                             str(tmp_path / "a.db")])
+    assert r.exit_code == 2, r.output
+    assert "estimate" in r.stderr and "GPU" not in r.stderr
+
+
 def test_hardware_name_without_a_gpu_is_a_clear_error():
     import torch
 
