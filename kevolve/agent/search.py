@@ -480,6 +480,7 @@ class Search:
         """Time the best schedule and torch eager in one job, so that the speedup compares
         two times taken side by side: an archived eager time may come from another load,
         thread count or torch version, and is never compared with."""
+        self.on_event("pairing", {"candidate": best.candidate_id})
         job = replace(self.job(best.trace_json, best.candidate_id, baseline=True, verify=True),
                       check_bench_shape=False)
         for _, res in pool.map([job]):

@@ -100,6 +100,8 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
             now = f"{r.time_ms:.4g} ms" if r.ok and r.time_ms else r.verdict
             prog.update(task, status=f"re-measured {data['remeasured']} (code changed): "
                         f"candidate {data['candidate']} {data['was_ms']:.4g} ms -> {now}")
+        elif kind == "pairing" and task is not None:
+            prog.update(task, status=f"timing candidate {data['candidate']} beside torch eager")
         elif kind in ("result", "reused") and task is not None:
             prog.advance(task)  # a reused result (identical code) uses up budget too
             if kind == "result":
