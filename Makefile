@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # numpy 2.4 breaks int() of 1-element arrays, which the Triton 3.6 interpreter relies on.
 PINS := torch==2.13.0 triton==3.6.0 "fbgemm-gpu-cpu==1.8.*" numpy==2.3.5
 
-.PHONY: setup hipcc demo test lint clean
+.PHONY: setup hipcc chromium demo test lint clean
 
 $(BIN)/kevolve: pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,10 +25,18 @@ hipcc:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hipcc >/dev/null; \
 	  else echo "hipcc is not installed and cannot be here (needs root and apt-get): the hip tests will skip"; fi; }
 
+# The report test looks at the bench's HTML report in headless Chromium: installed here where
+# this user can (root with apt-get); elsewhere that test skips, and fails under CI=true.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium is not installed and cannot be here (needs root and apt-get): the report's browser test will skip"; fi; }
+
 demo: setup
 	$(BIN)/kevolve evolve softmax --backend cpu --budget 40
 
-test: setup hipcc
+test: setup hipcc chromium
 	$(BIN)/ruff check kevolve tests benchmarks
 	$(BIN)/python -m pytest
 

@@ -288,6 +288,7 @@ class Evaluator:
 
     def _run(self, job: EvalJob, diag: dict) -> Result:
         from ..backends.registry import get as get_backend
+        from ..backends.target import BuildReport
         from ..ops import LIBRARY, resolve
         from ..schedule import MoveError, Trace
 
@@ -360,6 +361,13 @@ class Evaluator:
             _repeated(op, outs, ref, job.bench_shape, "after timing")
         t = median(times)
         _compiler_diag(k, diag)  # the bench shape's launch, when it was not checked first
+        if not target.measured:  # an emulator's wall time says nothing of the target's
+            est = BuildReport.of(k.diagnostics).estimate_ms
+            if est is None:
+                raise CandidateError(f"{job.backend} reports no time estimate for this "
+                                     "kernel, and its wall time is an emulator's", "timing")
+            diag.update(timing="estimate", estimate_ms=est, wall_ms=t)
+            t, times = est, [est]
         diag["achieved_bytes_per_s"] = fl.bytes / (t * 1e-3) if t > 0 else None
         return Result("ok", time_ms=t, times_ms=tuple(times), baseline_ms=base,
                       max_error=diag.get("max_error"), diagnostics=diag, source_hash=src.hash)

@@ -11,11 +11,14 @@ from pathlib import Path
 import click
 
 from ..archive import DEFAULT_PATH, open_archive
-from ._common import console, echo
+from ._common import console, echo, emit_json, json_option
 
+DB_HELP = ("The archive (an SQLite file). Default: $KEVOLVE_DB if set, else "
+           f"{DEFAULT_PATH} under the current directory; relative paths are resolved "
+           "against the current directory and shown in full.")
 db_option = click.option(
-    "--db", "db", metavar="PATH", default=str(DEFAULT_PATH), show_default=True,
-    help="The archive (an SQLite file).")
+    "--db", "db", metavar="PATH", default=str(DEFAULT_PATH), envvar="KEVOLVE_DB",
+    type=click.Path(dir_okay=False, resolve_path=True), help=DB_HELP)
 
 
 def require_op(archive, ref: str) -> str:
@@ -139,12 +142,16 @@ def info(db: str, as_json: bool, check: bool) -> None:
 @command.command("merge", short_help="Import another archive (e.g. from a GPU machine).")
 @click.argument("other", metavar="OTHER.db")
 @db_option
-def merge(other: str, db: str) -> None:
+@json_option
+def merge(other: str, db: str, as_json: bool) -> None:
     """Import every op, candidate, result, ceiling, token record and run of OTHER.db into
     the archive (created if missing), in one transaction. Ids are remapped; what is already
     there is skipped, so merging twice adds nothing. OTHER.db is only read."""
     with open_archive(db, create=True) as a:
         counts = a.merge(other)
+    if as_json:
+        emit_json({"merged": str(Path(other).resolve()), "db": db, "counts": counts})
+        return
     echo(f"merged {other} into {db}: {_counts(counts)}")
 
 
@@ -152,7 +159,8 @@ def merge(other: str, db: str) -> None:
 @click.argument("out", metavar="OUT.jsonl")
 @click.option("--op", "op_ref", metavar="OP", help="Only this op's candidates and results.")
 @db_option
-def export(out: str, op_ref: str | None, db: str) -> None:
+@json_option
+def export(out: str, op_ref: str | None, db: str, as_json: bool) -> None:
     """Write the archive (or one op's part) to OUT.jsonl: a header line, then one
     self-describing JSON object per op, candidate, result, ceiling, token record and run,
     referring to each other by content hash. `kevolve archive import` reads it back."""
@@ -163,6 +171,9 @@ def export(out: str, op_ref: str | None, db: str) -> None:
         if name is None and not a.op_names():
             raise ArchiveError(f"archive {db} is empty: nothing to export")
         counts = a.export_jsonl(out, op_name=name)
+    if as_json:
+        emit_json({"exported": str(Path(out).resolve()), "db": db, "counts": counts})
+        return
     parts = ", ".join(_n(k if k == "usage" else k + "s", n) for k, n in counts.items() if n)
     echo(f"exported {parts} to {out}")
 
@@ -170,9 +181,13 @@ def export(out: str, op_ref: str | None, db: str) -> None:
 @command.command("import", short_help="Read JSON lines written by `archive export`.")
 @click.argument("src", metavar="IN.jsonl")
 @db_option
-def import_(src: str, db: str) -> None:
+@json_option
+def import_(src: str, db: str, as_json: bool) -> None:
     """Add what IN.jsonl holds to the archive (created if missing), all or nothing; records
     already there are skipped, so importing twice adds nothing."""
     with open_archive(db, create=True) as a:
         counts = a.import_jsonl(src)
+    if as_json:
+        emit_json({"imported": str(Path(src).resolve()), "db": db, "counts": counts})
+        return
     echo(f"imported {src} into {db}: {_counts(counts)}")

@@ -6,18 +6,26 @@ import json
 
 import click
 
-from ._common import console, echo
+from ._common import Failed, console, echo, emit_json, progress, require_torch
+from .archive import DB_HELP
 
 
-def _progress(row: dict, partial: dict, out_dir: str) -> None:
-    """Print the op's line and keep results.json current (a killed run keeps its rows)."""
+def _save(partial: dict, out_dir: str) -> None:
+    """Keep results.json current after each op (a killed run keeps its rows)."""
     import os
 
-    echo(json.dumps({k: row.get(k) for k in ("op", "kevolve_verdict", "eager_ms",
-                                             "compile_ms", "kevolve_ms", "pct_floor")}))
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(partial, f, indent=1)
+
+
+def _line(row: dict) -> str:
+    from ..bench import report
+
+    return (f"{row['op']}: kevolve {report.number(row.get('kevolve_ms'))} ms "
+            f"({row.get('kevolve_verdict', '-')}), eager {report.number(row.get('eager_ms'))} "
+            f"ms, compile {report.number(row.get('compile_ms'))} ms, "
+            f"{report.number(row.get('pct_floor'))}% of the floor")
 
 
 @click.command("bench", short_help="Benchmark a suite beside torch eager and torch.compile.")
@@ -38,7 +46,8 @@ def _progress(row: dict, partial: dict, out_dir: str) -> None:
               "the order changing from round to round); times are medians over rounds, "
               "spreads (max - min) / median.")
 @click.option("--out", "out_dir", default="bench-out", show_default=True)
-@click.option("--db", default=None, help="Archive path (default .kevolve/archive.db).")
+@click.option("--db", default=None, envvar="KEVOLVE_DB", metavar="PATH",
+              type=click.Path(dir_okay=False, resolve_path=True), help=DB_HELP)
 @click.option("--op-db", "op_dbs", multiple=True, metavar="OP=PATH",
               help="One op's archive, in place of --db for that op (repeatable): a search "
               "kept apart, such as one from scratch within a candidate limit.")
@@ -49,17 +58,25 @@ def _progress(row: dict, partial: dict, out_dir: str) -> None:
 @click.option("--no-compile", is_flag=True, help="Skip torch.compile.")
 @click.option("--report-from", type=click.Path(exists=True, dir_okay=False),
               help="Only write report.html from an existing results.json.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the results (results.json's content) on stdout; no progress. Exit 1 "
+              "when a kevolve kernel failed.")
 def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db, op_dbs,
-            workers, threads, ops, also, no_compile, report_from) -> None:
+            workers, threads, ops, also, no_compile, report_from, as_json) -> None:
     import os
 
     from ..bench import report
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see kevolve run
+    if not report_from:
+        require_torch("kevolve bench (it times torch eager and torch.compile)")
     if report_from:
         res = json.loads(open(report_from).read())
         _, rh = report.write(res, out_dir)
-        echo(f"wrote {rh}")
+        if as_json:
+            emit_json({"report": str(rh.resolve())})
+        else:
+            echo(f"wrote {rh}")
         return
     from ..bench.runner import run_suite
     from ..bench.suites import BACKEND, SUITES
@@ -78,13 +95,38 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
             raise click.BadParameter(f"{path}: no such archive (for {name})",
                                      param_hint="--op-db")
         per_op[name] = path
-    res = run_suite(suite, backend_name, db=db, op_dbs=per_op, budget=budget,
-                    from_archive=from_archive,
-                    workers=workers, threads=threads, compile_=not no_compile,
-                    also=tuple(a for a in also.split(",") if a),
-                    ops=tuple(o for o in ops.split(",") if o), top=top, rounds=rounds,
-                    on_op=lambda r, partial: _progress(r, partial, out_dir))
+    names = tuple(o for o in ops.split(",") if o) or SUITES[suite]
+    from ..ops import LIBRARY
+
+    unknown = [o for o in names if o not in LIBRARY]
+    if unknown:
+        raise click.BadParameter(f"{unknown[0]!r} is not a library op (the {suite} suite: "
+                                 f"{', '.join(SUITES[suite])})", param_hint="'--ops'")
+    prog = progress(as_json)
+    task = prog.add_task(f"bench {names[0]}", total=len(names))
+    quiet_bar = prog.disable
+
+    def on_op(row: dict, partial: dict) -> None:
+        _save(partial, out_dir)
+        done = len(partial["rows"])
+        nxt = f"bench {names[done]}" if done < len(names) else "bench"
+        prog.update(task, advance=1, description=nxt)
+        if quiet_bar and not as_json:  # piped: one line per op on stderr
+            click.echo(f"[{done}/{len(names)}] {_line(row)}", err=True)
+        elif not quiet_bar:
+            prog.console.print(_line(row))
+    with prog:
+        res = run_suite(suite, backend_name, db=db, op_dbs=per_op, budget=budget,
+                        from_archive=from_archive,
+                        workers=workers, threads=threads, compile_=not no_compile,
+                        also=tuple(a for a in also.split(",") if a),
+                        ops=tuple(names), top=top, rounds=rounds, on_op=on_op)
     rj, rh = report.write(res, out_dir)
+    failed = [r["op"] for r in res["rows"] if r.get("kevolve_verdict") != "ok"]
+    if as_json:
+        emit_json(res)
+        _exit_on_failure(failed, rj)
+        return
     from rich.table import Table
 
     t = Table(title=f"kevolve bench --suite {suite} --backend {backend_name} "
@@ -111,3 +153,10 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
                  "the N fastest again")
     echo(f"geomean x compile {report.ratio(res.get('geomean_speedup_compile'))}, x eager "
          f"{report.ratio(res.get('geomean_speedup_eager'))}; wrote {rj} and {rh}")
+    _exit_on_failure(failed, rj)
+
+
+def _exit_on_failure(failed: list[str], results) -> None:
+    if failed:
+        raise Failed(f"kevolve's kernel failed for {', '.join(failed)} (verdicts and messages "
+                     f"in {results})")

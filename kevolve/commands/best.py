@@ -13,20 +13,32 @@ from .archive import db_option, ms, open_archive, require_best, require_op, when
 @click.command("best", short_help="Print the best archived schedule of an op.",
                help="Print the fastest schedule (trace JSON) the archive holds for OP on a "
                "backend: the candidate whose latest result passed every check with the lowest "
-               f"median time, on any hardware unless --hardware is given. {OP_HELP}")
+               f"median time, on any hardware unless --hardware is given. With --trace, only "
+               f"the trace: `kevolve best OP -b B --trace > t.json` gives a file that "
+               f"`kevolve run/lower/show --schedule t.json` reads. {OP_HELP}")
 @op_argument
 @click.option("--backend", "-b", required=True, metavar="NAME", help="Backend, e.g. cpu.")
 @click.option("--hardware", metavar="NAME", help="Only results on this hardware.")
 @db_option
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object: time, speedup, hardware, candidate and the trace.")
-def command(op_ref: str, backend: str, hardware: str | None, db: str, as_json: bool) -> None:
+@click.option("--trace", "trace_only", is_flag=True,
+              help="Print only the trace (schedule JSON), ready for --schedule FILE.")
+def command(op_ref: str, backend: str, hardware: str | None, db: str, as_json: bool,
+            trace_only: bool) -> None:
+    if as_json and trace_only:
+        raise click.UsageError("give --json or --trace, not both")
     with open_archive(db) as a:
         name = require_op(a, op_ref)
         rec = require_best(a, name, backend, hardware, db)
     r = rec["result"]
     speedup = r.baseline_ms / r.time_ms if r.baseline_ms and r.time_ms else None
     trace = json.loads(rec["trace_json"])
+    if trace_only:
+        from ..schedule import Trace
+
+        echo(json.dumps(Trace.from_json(rec["trace_json"]).to_dict(), indent=2))
+        return
     if as_json:
         echo(json.dumps({
             "op": rec["op"], "backend": rec["backend"], "hardware": rec["hardware"],
@@ -44,3 +56,5 @@ def command(op_ref: str, backend: str, hardware: str | None, db: str, as_json: b
          f"(generation {rec['generation']}), evaluated {when(rec['created'])}"
          + (f", shape {json.dumps(rec['shape'])}" if rec["shape"] else ""))
     echo(json.dumps(trace, indent=2))
+    echo("(`kevolve best ... --trace > t.json` writes just the trace, for --schedule t.json)",
+         err=True)

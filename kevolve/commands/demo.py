@@ -15,7 +15,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from ._common import console, echo
+from ._common import console, echo, emit_json, json_option, require_torch
 
 NOMINAL_CPU_BYTES_PER_S = 20e9  # not measured: a round figure for one CPU socket
 
@@ -42,10 +42,12 @@ def _fmt_time(s: float) -> str:
 @click.option("--repeat", default=5, show_default=True, type=click.IntRange(1),
               help="Timed runs per contender (after one warm-up).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
-def command(op_name: str, preset: str, repeat: int, seed: int) -> None:
+@json_option
+def command(op_name: str, preset: str, repeat: int, seed: int, as_json: bool) -> None:
     """Softmax on the CPU: reference interpreter vs torch eager, IR, roofline."""
     import numpy as np
-    import torch
+
+    torch = require_torch("kevolve demo (torch eager is what it compares with)")
 
     from .. import ops as library
     from ..ir.interp import run
@@ -55,8 +57,9 @@ def command(op_name: str, preset: str, repeat: int, seed: int) -> None:
     d = library.get(op_name)
     shape = d.shape(preset)
     case = d.case(preset, seed=seed)
-    echo(op_text(d.op))
-    echo()
+    if not as_json:
+        echo(op_text(d.op))
+        echo()
 
     t_ref, ref = _median_time(lambda: run(d.op, case.inputs, case.params), repeat)
     tensors = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in case.inputs.items()}
@@ -70,6 +73,13 @@ def command(op_name: str, preset: str, repeat: int, seed: int) -> None:
 
     fl = floor(d.op, case.inputs, case.params)
     t_floor = fl.time_s(NOMINAL_CPU_BYTES_PER_S, float("inf"))
+    if as_json:
+        emit_json({"op": d.name, "preset": preset, "shape": shape, "ir": op_text(d.op),
+                   "reference_s": t_ref, "eager_s": t_eager,
+                   "eager_threads": torch.get_num_threads(), "max_error": err,
+                   "floor_bytes": fl.bytes, "floor_flops": fl.flops,
+                   "nominal_bytes_per_s": NOMINAL_CPU_BYTES_PER_S, "floor_s": t_floor})
+        return
     table = Table(title=f"{d.name} at preset {preset!r}: "
                   + ", ".join(f"{k}={v}" for k, v in shape.items()))
     table.add_column("")

@@ -7,8 +7,9 @@ import sys
 
 import click
 
-from ._common import OP_HELP, console, echo, op_argument
-from ._shapes import backend_option, parse
+from ._common import OP_HELP, BadInput, Failed, console, echo, op_argument, progress, require_torch
+from ._shapes import backend_option, check, parse
+from .archive import db_option
 
 
 @click.command("evolve", short_help="Search schedules for an op on a backend.",
@@ -28,7 +29,7 @@ from ._shapes import backend_option, parse
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
               show_default=True)
 @click.option("--address", default=None, help="Ray cluster address (--executor ray).")
-@click.option("--db", default=None, help="Archive path (default .kevolve/archive.db).")
+@db_option
 @click.option("--resume", is_flag=True, help="Continue the search in the archive.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--shape", "shape_args", multiple=True, metavar="PRESET|NAME=VAL")
@@ -46,17 +47,26 @@ from ._shapes import backend_option, parse
               "searching; not counted in --budget (0 turns it off).")
 @click.option("--interpret", is_flag=True, help="Triton: use Triton's interpreter.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Progress to stderr, one JSON object to stdout.")
+              help="One JSON object on stdout (the summary); no progress bar. Exit 1 when no "
+              "schedule passed.")
 def command(op_ref, backend_name, budget, minutes, proposer, traces, model, workers,
             executor, address, db, resume, seed, shape_args, threads, timeout, mem_limit,
             roofline_slack, refresh, interpret, as_json) -> None:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import TextColumn
 
     from ..agent.search import STALL_ROUNDS, SearchConfig, evolve
-    from ..archive import DEFAULT_PATH as DEFAULT_DB
+    from ..api import backend
+    from ..ops import LIBRARY
 
     preset, over = parse(shape_args, None)
+    if op_ref in LIBRARY:  # a size that is not a number: exit 2 naming --shape, up front
+        be = backend(backend_name, **({"interpret": True} if interpret else {}))
+        on_gpu = be.target.on_device
+        check(LIBRARY[op_ref], preset or ("gpu" if on_gpu else "cpu"), over)
+        ok, why = be.available()
+        if not ok and executor == "local":  # (a Ray cluster's machines may have the GPU)
+            raise BadInput(f"backend {backend_name} cannot run here: {why}")
+    require_torch("kevolve evolve (its torch eager baseline)")
     popts = {}
     if proposer == "replay":
         if not traces:
@@ -66,15 +76,12 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
         popts["model"] = model
     cfg = SearchConfig(op_ref, backend_name, budget=budget, minutes=minutes,
                        proposer=proposer, proposer_options=popts, workers=workers,
-                       executor=executor, address=address, db=db or DEFAULT_DB,
+                       executor=executor, address=address, db=db,
                        resume=resume, seed=seed, shape=preset, shape_overrides=over,
                        threads=threads, timeout_s=timeout, mem_limit_mb=mem_limit,
                        roofline_slack=roofline_slack, refresh=refresh,
                        backend_options={"interpret": True} if interpret else {})
-    con = Console(stderr=True) if as_json else console()
-    prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                    MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
-                    TimeElapsedColumn(), console=con, transient=False)
+    prog = progress(as_json, TextColumn("{task.fields[status]}"))
     task = None
 
     def on_event(kind, data):
@@ -88,6 +95,8 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
             now = f"{r.time_ms:.4g} ms" if r.ok and r.time_ms else r.verdict
             prog.update(task, status=f"re-measured {data['remeasured']} (code changed): "
                         f"candidate {data['candidate']} {data['was_ms']:.4g} ms -> {now}")
+        elif kind == "pairing" and task is not None:
+            prog.update(task, status=f"timing candidate {data['candidate']} beside torch eager")
         elif kind in ("result", "reused") and task is not None:
             prog.advance(task)  # a reused result (identical code) uses up budget too
             if kind == "result":
@@ -102,9 +111,10 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
 
     with prog:
         summ = evolve(cfg, on_event)
-    res = summ.to_json()
+    res = {**summ.to_json(), "db": db}
     if as_json:
         sys.stdout.write(json.dumps(res) + "\n")
+        _exit_on_failure(summ, db)
         return
     from rich.table import Table
 
@@ -135,3 +145,13 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
     if summ.best is not None:
         echo("best schedule:")
         echo(json.dumps(json.loads(summ.best.trace_json), indent=1))
+    echo(f"archive: {db}")
+    _exit_on_failure(summ, db)
+
+
+def _exit_on_failure(summ, db: str) -> None:
+    """Exit 1 when the archive holds no schedule of the op that passed on this hardware."""
+    if summ.best is None:
+        raise Failed(f"no schedule of {summ.op} passed on {summ.backend} ({summ.hardware}): "
+                     f"{summ.evaluated} evaluated, {summ.failed} failed; `kevolve history "
+                     f"{summ.op} --db {db}` lists their verdicts")

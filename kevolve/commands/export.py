@@ -22,7 +22,7 @@ from string import Template
 
 import click
 
-from ._common import OP_HELP, echo, op_argument
+from ._common import OP_HELP, echo, emit_json, json_option, op_argument
 from .archive import db_option, open_archive, require_best, require_op
 
 MODULE = Template('''\
@@ -307,8 +307,9 @@ def module_text(rec: dict, db: str, module: str, qualname: str | None = None) ->
 @click.option("--name", "qualname", metavar="NS::NAME",
               help="The custom op's name (default kevolve::<op>_<backend>).")
 @db_option
+@json_option
 def command(op_ref: str, backend: str, output: str, hardware: str | None,
-            qualname: str | None, db: str) -> None:
+            qualname: str | None, db: str, as_json: bool) -> None:
     from ..ops import LIBRARY
 
     with open_archive(db) as a:
@@ -322,5 +323,10 @@ def command(op_ref: str, backend: str, output: str, hardware: str | None,
     text = module_text(rec, db, module, qualname)
     path.write_text(text)
     r = rec["result"]
+    if as_json:
+        emit_json({"module": str(path.resolve()), "op": rec["op"], "backend": backend,
+                   "candidate_id": rec["candidate_id"], "time_ms": r.time_ms,
+                   "hardware": rec["hardware"], "shape": rec["shape"], "db": db})
+        return
     echo(f"wrote {path}: {rec['op']} on {backend} (candidate {rec['candidate_id']}, "
          f"{r.time_ms:.4g} ms on {rec['hardware']}), tuned for {json.dumps(rec['shape'])}")

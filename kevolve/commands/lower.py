@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ._common import OP_HELP, echo, op_argument
+from ._common import OP_HELP, echo, emit_json, json_option, op_argument
 from ._shapes import backend_option, dims_for, load_trace, resolve, schedule_option, shape_option
 
 
@@ -18,7 +18,8 @@ from ._shapes import backend_option, dims_for, load_trace, resolve, schedule_opt
 @schedule_option
 @shape_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE.")
-def command(op_ref, backend_name, schedule_path, shape_args, output) -> None:
+@json_option
+def command(op_ref, backend_name, schedule_path, shape_args, output, as_json) -> None:
     from ..api import backend, lower
 
     be = backend(backend_name)
@@ -27,6 +28,12 @@ def command(op_ref, backend_name, schedule_path, shape_args, output) -> None:
     src = lower(op, load_trace(op, schedule_path, dims), be, dims)
     if output:
         Path(output).write_text(src.text)
+    if as_json:
+        emit_json({"op": op.name, "backend": backend_name, "dims": dims, "lang": src.lang,
+                   "entry": src.entry, "flags": list(src.flags), "hash": src.hash,
+                   "output": str(Path(output).resolve()) if output else None,
+                   "source": src.text})
+    elif output:
         echo(f"wrote {output} ({src.lang}, {len(src.text.splitlines())} lines, "
              f"entry {src.entry})")
     else:

@@ -11,12 +11,22 @@ import json
 
 import click
 
-from ._common import echo
+from ._common import Failed, echo, emit_json
 from .archive import db_option, ms, open_archive, when
 
 
-def _rule(title: str) -> None:
-    echo(f"\n== {title} " + "=" * max(3, 76 - len(title)))
+class _Out:
+    """What replay shows: printed as it goes, or gathered into one JSON document."""
+
+    def __init__(self, as_json: bool):
+        self.as_json, self.doc = as_json, {}
+
+    def echo(self, text: str = "") -> None:
+        if not self.as_json:
+            echo(text)
+
+    def rule(self, title: str) -> None:
+        self.echo(f"\n== {title} " + "=" * max(3, 76 - len(title)))
 
 
 def _result_line(r) -> str:
@@ -46,9 +56,13 @@ def _result_line(r) -> str:
 @click.option("--no-time", is_flag=True, help="Check correctness only; skip timing.")
 @click.option("--timeout", type=float, default=300.0, show_default=True,
               help="Seconds before the evaluating worker is killed.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object: the candidate, trace, source, compiler messages and both "
+              "results. Exit 1 when the candidate fails to compile or fails now.")
 def command(candidate: int, db: str, backend: str | None, hardware: str | None,
-            no_eval: bool, no_time: bool, timeout: float) -> None:
+            no_eval: bool, no_time: bool, timeout: float, as_json: bool) -> None:
     from ..archive import ArchiveError
+
 
     with open_archive(db) as a:
         cand = a.candidate(candidate)
@@ -57,42 +71,54 @@ def command(candidate: int, db: str, backend: str | None, hardware: str | None,
         rows = [r for r in a.results(candidate)
                 if (backend is None or r["backend"] == backend)
                 and (hardware is None or r["hardware"] == hardware)]
-    _rule(f"candidate {candidate}")
-    echo(f"op {cand['op_name']}, proposer {cand['proposer'] or '?'}, generation "
+    out = _Out(as_json)
+    out.rule(f"candidate {candidate}")
+    out.echo(f"op {cand['op_name']}, proposer {cand['proposer'] or '?'}, generation "
          f"{cand['generation']}, parent {cand['parent_id'] if cand['parent_id'] else '-'}, "
          f"created {when(cand['created'])}")
     if cand["note"]:
-        echo(f"note: {cand['note']}")
+        out.echo(f"note: {cand['note']}")
     if not rows:
         which = f" on backend {backend!r}" if backend else ""
         raise ArchiveError(f"candidate {candidate} has no recorded result{which} in archive "
                            f"{db}: nothing says which backend and shape to replay it on")
     row = rows[-1]
     rec = row["result"]
-    echo(f"recorded on {row['backend']} / {row['hardware']} at {when(row['created'])}: "
+    out.doc.update(candidate=candidate, op=cand["op_name"], proposer=cand["proposer"],
+                   generation=cand["generation"], parent_id=cand["parent_id"],
+                   backend=row["backend"], hardware=row["hardware"], shape=row["shape"],
+                   seeds=row["seeds"], recorded=rec.to_dict())
+    out.echo(f"recorded on {row['backend']} / {row['hardware']} at {when(row['created'])}: "
          f"{_result_line(rec)}")
-    echo(f"shape {json.dumps(row['shape'])}, seeds {row['seeds']}")
+    out.echo(f"shape {json.dumps(row['shape'])}, seeds {row['seeds']}")
     if rec.message:
-        echo("message: " + rec.message)
-    _replay(cand, row, no_eval, no_time, timeout)
+        out.echo("message: " + rec.message)
+    _replay(cand, row, no_eval, no_time, timeout, out)
+    if as_json:
+        emit_json(out.doc)
+    if out.doc.get("failed"):
+        raise Failed(f"candidate {candidate} {out.doc['failed']}")
 
 
-def _replay(cand: dict, row: dict, no_eval: bool, no_time: bool, timeout: float) -> None:
+def _replay(cand: dict, row: dict, no_eval: bool, no_time: bool, timeout: float,
+            out: _Out) -> None:
     from .. import api, pipeline
     from ..errors import KevolveError
     from ..ir.printer import op_text
     from ..ops import LIBRARY
     from ..schedule import MoveError, Trace
 
-    _rule("trace")
+    out.rule("trace")
     try:
         trace = Trace.from_json(cand["trace_json"])
     except MoveError as e:
-        echo(cand["trace_json"])
-        echo(f"\nnot a valid trace: {e}")
+        out.echo(cand["trace_json"])
+        out.echo(f"\nnot a valid trace: {e}")
+        out.doc.update(trace=None, failed=f"has no valid trace: {e}")
         return
-    echo(trace.pretty())
-    echo(trace.to_json())
+    out.echo(trace.pretty())
+    out.echo(trace.to_json())
+    out.doc["trace"] = trace.to_dict()
 
     name = cand["op_name"]
     if name not in LIBRARY:
@@ -102,7 +128,7 @@ def _replay(cand: dict, row: dict, no_eval: bool, no_time: bool, timeout: float)
     shape = dict(row["shape"])
     op = opdef.op_for(shape)
     if op_text(op) != cand["ir_text"]:
-        echo(f"\nnote: the library's {name} differs from the IR archived with this "
+        out.echo(f"\nnote: the library's {name} differs from the IR archived with this "
              "candidate (kevolve changed since); replaying against the current IR")
     dims = opdef.dims(shape)
     threads = _threads(row["hardware"])
@@ -111,25 +137,31 @@ def _replay(cand: dict, row: dict, no_eval: bool, no_time: bool, timeout: float)
     if opts:
         be = api.backend(row["backend"], **opts)
 
-    _rule(f"source ({row['backend']}, dims {json.dumps(dims)})")
+    out.rule(f"source ({row['backend']}, dims {json.dumps(dims)})")
     src = None
     try:
         src = pipeline.compile(op, trace, dims, be).source
     except MoveError as e:
-        echo(f"legality: {e}")
-        echo(json.dumps(e.to_dict(), indent=2))
+        out.echo(f"legality: {e}")
+        out.echo(json.dumps(e.to_dict(), indent=2))
+        out.doc.update(legality=e.to_dict(), failed=f"is illegal now: {e}")
     except KevolveError as e:  # a render failure is what this command is for
-        echo(f"render failed: {pipeline.describe(e)}")
+        out.echo(f"render failed: {pipeline.describe(e)}")
+        out.doc["failed"] = f"does not render now: {pipeline.describe(e)}"
     if src is not None:
-        echo(src.text.rstrip())
-        _rule("compiler")
+        out.echo(src.text.rstrip())
+        out.rule("compiler")
         ok, log = be.compile_log(src)
-        echo(log)
-        echo("compiled" if ok else "compile FAILED")
+        out.echo(log)
+        out.echo("compiled" if ok else "compile FAILED")
+        out.doc.update(source=src.text, source_hash=src.hash,
+                       compiler={"ok": ok, "log": log})
+        if not ok:
+            out.doc["failed"] = "does not compile now (the compiler's messages are above)"
 
     if no_eval:
         return
-    _rule("re-evaluation")
+    out.rule("re-evaluation")
     from ..agent.types import EvalJob
     from ..agent.worker import WorkerPool
 
@@ -144,13 +176,16 @@ def _replay(cand: dict, row: dict, no_eval: bool, no_time: bool, timeout: float)
                   baseline=not no_time, candidate_id=cand["id"])
     with WorkerPool(1, timeout_s=timeout) as pool:
         ((_, res),) = list(pool.map([job]))
-    echo(f"now:      {_result_line(res)} ({res.seconds:.1f} s)")
-    echo(f"recorded: {_result_line(row['result'])}")
+    out.doc["now"] = res.to_dict()
+    if not res.ok:
+        out.doc.setdefault("failed", f"fails now: {_result_line(res)}")
+    out.echo(f"now:      {_result_line(res)} ({res.seconds:.1f} s)")
+    out.echo(f"recorded: {_result_line(row['result'])}")
     if res.message:
-        echo("message: " + res.message)
+        out.echo("message: " + res.message)
     for k, v in sorted(res.diagnostics.items()):
         if k != "error" and isinstance(v, (int, float, str)):
-            echo(f"  {k}: {v}")
+            out.echo(f"  {k}: {v}")
 
 
 def _threads(hardware: str) -> int | None:

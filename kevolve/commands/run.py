@@ -7,7 +7,7 @@ import os
 
 import click
 
-from ._common import OP_HELP, console, echo, op_argument
+from ._common import OP_HELP, Failed, console, echo, emit_json, op_argument, require_torch
 from ._shapes import backend_option, load_trace, resolve, schedule_option, shape_option
 
 
@@ -19,7 +19,8 @@ from ._shapes import backend_option, load_trace, resolve, schedule_option, shape
 @backend_option
 @schedule_option
 @shape_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object (also when the kernel fails: then exit 1).")
 @click.option("--threads", type=int, default=None,
               help="CPU threads for the kernel and for torch (default: all cores).")
 @click.option("--repeat", type=int, default=15, help="Timed repeats on the CPU.")
@@ -46,17 +47,20 @@ def command(op_ref, backend_name, schedule_path, shape_args, as_json, threads, r
     ok, why = be.available()
     if not ok:
         raise click.UsageError(f"backend {backend_name} cannot run here: {why}")
+    require_torch("kevolve run (its torch eager baseline)")
     case = opdef.make(sd, __import__("numpy").random.default_rng(seed))
     dims = bind_dims(op, case.inputs, case.params)
     kernel = build(lower(op, load_trace(op, schedule_path, dims), be, dims), be)
     res = measure(op, opdef, case, kernel, be, gpu, threads, repeat, "cuda" if gpu else "cpu")
     res = {"op": op.name, "backend": backend_name, "shape": sd, **res}
     if as_json:
-        echo(json.dumps(res))
+        emit_json(res)
+        _exit_on_failure(res)
         return
     from rich.table import Table
     t = Table(title=f"kevolve run {op.name} --backend {backend_name}")
-    for col in ("backend", "shape", "verdict", "max error", "median ms", "torch eager ms",
+    kernel_col = "estimate ms" if res.get("timing") == "estimate" else "median ms"
+    for col in ("backend", "shape", "verdict", "max error", kernel_col, "torch eager ms",
                 "speedup"):
         t.add_column(col)
     def fmt(x):
@@ -64,8 +68,18 @@ def command(op_ref, backend_name, schedule_path, shape_args, as_json, threads, r
     t.add_row(backend_name, json.dumps(sd), res["verdict"], fmt(res["max_error"]),
               fmt(res["time_ms"]), fmt(res["baseline_ms"]), fmt(res["speedup"]))
     console().print(t)
+    if res.get("timing") == "estimate":
+        echo(f"{backend_name} runs emulated on this machine: its time is the backend's "
+             "estimate for the target, not a measurement (no speedup is computed)")
     if res.get("message"):
         echo(res["message"])
+    _exit_on_failure(res)
+
+
+def _exit_on_failure(res: dict) -> None:
+    if res["verdict"] != "ok":
+        raise Failed(f"{res['op']} on {res['backend']} is wrong ({res['verdict']}): "
+                     f"{res.get('message') or 'outputs differ from the reference'}")
 
 
 def measure(op, opdef, case, kernel, be, gpu: bool, threads: int, repeat: int, device: str):
@@ -105,5 +119,10 @@ def measure(op, opdef, case, kernel, be, gpu: bool, threads: int, repeat: int, d
         t_k = ev.median(ev.time_cpu(lambda: kernel(ins, outs, case.params), repeat=repeat))
         t_b = ev.median(ev.time_cpu(lambda: opdef.torch_eager(tins, case.params),
                                     repeat=repeat))
-    res.update(time_ms=t_k, baseline_ms=t_b, speedup=t_b / t_k if t_k else None)
+    if not be.target.measured:  # emulated: wall time means nothing
+        t_k = kernel.diagnostics.get("estimate_ms")
+        res.update(time_ms=t_k, baseline_ms=t_b, speedup=None, timing="estimate")
+        return res
+    res.update(time_ms=t_k, baseline_ms=t_b, speedup=t_b / t_k if t_k else None,
+               timing="measured")
     return res

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ._common import OP_HELP, echo, op_argument
+from ._common import OP_HELP, echo, emit_json, json_option, op_argument
 
 
 @click.command("show", short_help="Print the IR of an op and a schedule.",
@@ -16,21 +16,26 @@ from ._common import OP_HELP, echo, op_argument
 @click.option("--schedule", "schedule_path", metavar="TRACE.json",
               type=click.Path(exists=True, dir_okay=False),
               help="A schedule trace (JSON) to print instead of the default schedule.")
-def command(op_ref: str, schedule_path: str | None) -> None:
+@json_option
+def command(op_ref: str, schedule_path: str | None, as_json: bool) -> None:
     from ..ir.printer import op_text
     from ..ops import resolve
+    from ..schedule import Trace, default_trace
 
     op = resolve(op_ref)
+    if as_json:
+        trace = (Trace.from_json(Path(schedule_path).read_text()) if schedule_path
+                 else default_trace(op))
+        emit_json({"op": op.name, "ir": op_text(op), "schedule": trace.to_dict(),
+                   "schedule_from": str(Path(schedule_path).resolve()) if schedule_path
+                   else "default"})
+        return
     echo(op_text(op))
     echo()
     if schedule_path is not None:
-        from ..schedule import Trace
-
         trace = Trace.from_json(Path(schedule_path).read_text())
         echo(f"schedule ({schedule_path}):")
         echo(trace.pretty())
         return
-    from ..schedule import default_trace
-
     echo("default schedule:")
     echo(default_trace(op).pretty())

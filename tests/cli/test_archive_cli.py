@@ -82,7 +82,8 @@ def test_commands_are_listed(runner):
 def test_best_prints_the_trace_and_time(runner, db):
     result = invoke(runner, ["best", "twice", "--backend", "cpu", "--db", str(db)])
     assert result.exit_code == 0, result.output
-    head, _, body = result.output.partition("\n{")
+    head, _, body = result.stdout.partition("\n{")
+    assert "--trace > t.json" in result.stderr  # the hint, off stdout
     assert "best twice on cpu (hardware laptop): 1 ms" in head and "2.00x" in head
     assert "candidate 5" in head
     assert Trace.from_json("{" + body) == Trace.from_json(trace(5))
@@ -130,7 +131,7 @@ def test_best_errors(runner, db, tmp_path):
 def test_default_db_is_in_the_working_directory(runner, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = invoke(runner, ["best", "twice", "-b", "cpu"])
-    assert_one_paragraph_error(r, "no archive at .kevolve/archive.db")
+    assert_one_paragraph_error(r, f"no archive at {tmp_path.resolve()}/.kevolve/archive.db")
     assert not (tmp_path / ".kevolve").exists()
     fill(tmp_path / ".kevolve" / "archive.db", "laptop", [1.0])
     assert invoke(runner, ["best", "twice", "-b", "cpu"]).exit_code == 0

@@ -30,6 +30,7 @@ def test_bench_from_archive_retimes_the_top_contenders(tmp_path):
                                   "--out", str(out), "--no-compile", "--threads", "1"])
     assert r.exit_code == 0, r.output
     assert "geomean x compile" in r.output and "softmax" in r.output
+    assert "[1/1] softmax: kevolve " in r.stderr  # progress, piped: one line per op
     # archived at M=256, benched at the suite's shape: the command says so, and how to fix it
     assert f"softmax: {len(tops)} of the archive's times were measured on other" in r.output
     assert "--budget 0 --refresh N" in r.output

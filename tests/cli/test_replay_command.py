@@ -66,8 +66,9 @@ def test_replay_ok_candidate_shows_trace_source_compiler_log_and_a_fresh_result(
 
 def test_replay_failed_candidate_shows_the_structured_error(db):
     r = replay(db["bad"], "--db", db["path"])
-    assert r.exit_code == 0, r.output
-    out = r.output
+    assert r.exit_code == 1, r.output  # the candidate fails: shown in full, then exit 1
+    assert r.stderr.startswith(f"kevolve: candidate {db['bad']} is illegal now")
+    out = r.stdout
     assert "proposer claude" in out and f"parent {db['ok']}" in out
     assert '"code": "schema.unknown_axis"' in out and '"move_index": 5' in out
     assert "kv_launch" not in out and "== compiler" not in out  # nothing to compile
@@ -85,3 +86,14 @@ def test_replay_without_eval_or_timing_and_errors(db):
     assert r.exit_code == 2 and "no recorded result" in r.output
     r = replay(db["ok"], "--db", db["path"], "--backend", "triton")
     assert r.exit_code == 2 and "no recorded result on backend 'triton'" in r.output
+
+
+def test_replay_json_is_one_document(db):
+    r = replay(db["ok"], "--db", db["path"], "--no-time", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["candidate"] == db["ok"] and doc["compiler"]["ok"] is True
+    assert doc["now"]["verdict"] == "ok" and doc["recorded"]["verdict"] == "ok"
+    assert "kv_launch" in doc["source"] and doc["trace"]["moves"]
+    r = replay(db["bad"], "--db", db["path"], "--no-eval", "--json")
+    assert r.exit_code == 1 and json.loads(r.stdout)["legality"]["move_index"] == 5

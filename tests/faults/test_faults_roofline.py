@@ -115,7 +115,7 @@ def test_the_cpu_check_applies_only_beyond_the_caches(tmp_path):
     s = Search(SearchConfig("softmax", "cpu", shape="small", threads=2, db=str(tmp_path / "a")))
     assert s.roofline_min_bytes >= 64 << 20  # small CPU working sets stay in cache
     s.ceilings = dict(CEIL)
-    assert s.floor_ceilings()["copy_bytes_per_s"] == 2e10  # one thread's copy, x threads
+    assert s.floor_ceilings()["copy_bytes_per_s"] == 1e10  # measured with the 2 threads
 
 
 BIG = {"M": 1024, "N": 1024}  # 8 MB of traffic: a floor well above a Python call

@@ -113,7 +113,8 @@ def _stages_called(path: Path) -> set[str]:
             out.add("apply_trace")
         elif isinstance(f, ast.Name) and name in lowering:
             out.add("lower")
-        elif isinstance(f, ast.Attribute) and name == "render":
+        elif isinstance(f, ast.Attribute) and name == "render" and len(node.args) == 1 \
+                and not node.keywords:  # Backend.render(plan); a Jinja template takes kwargs
             out.add("render")
     return out
 
