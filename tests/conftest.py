@@ -9,6 +9,9 @@ It is $KEVOLVE_CACHE when that is set (the Makefile points it at .kevolve/test-c
 between runs); otherwise a fresh folder for this run, removed at its end, so that a plain
 `pytest` neither reads nor fills the user's own ~/.cache/kevolve.
 
+Hypothesis runs without its per-example deadline and its too-slow health check: both are
+wall-clock limits, which fail on a busy machine and say nothing about correctness.
+
 `slow` marks the cases that cost the most time for the least new coverage (the Triton
 interpreter at larger shapes, emulated GPU sweeps); `make check` leaves them out, `make
 test` runs everything."""
@@ -20,6 +23,15 @@ import shutil
 import tempfile
 
 _OWNED = "_kevolve_test_cache"
+
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # the tests that use it are skipped or fail on their own import
+    pass
+else:
+    settings.register_profile("kevolve", deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("kevolve")
 
 
 def pytest_configure(config):
