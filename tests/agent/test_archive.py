@@ -603,13 +603,13 @@ def test_validation_reads_one_snapshot_while_another_writer_creates_the_archive(
 def _writer(path: str, tag: int, n: int, barrier) -> None:
     with Archive(path) as a:
         oid = a.op_id(tiny_op())
-        barrier.wait(60)  # both open, then both write at once
+        barrier.wait(600)  # both open, then both write at once (bound: a writer died)
         for i in range(n):
             cid, new = a.add_candidate(oid, trace(i + 1, bn=tag), proposer=f"w{tag}")
             assert new
             a.add_result(cid, "hw", "cpu", {}, ok(1.0 + i))
             if i % 50 == 49:
-                barrier.wait(60)  # lockstep: neither may finish before the other starts
+                barrier.wait(600)  # lockstep: neither may finish before the other starts
 
 
 def test_two_processes_write_concurrently(tmp_path):
