@@ -4,9 +4,18 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # numpy 2.4 breaks int() of 1-element arrays, which the Triton 3.6 interpreter relies on.
-PINS := torch==2.13.0 triton==3.6.0 "fbgemm-gpu-cpu==1.8.*" numpy==2.3.5
+PINS := torch==2.13.0 triton==3.6.0 "fbgemm-gpu-cpu==1.8.*" numpy==2.3.5 pytest-xdist==3.8.0
+# Tests run on every core (pytest-xdist), a test file on one worker: several files set up
+# one costly fixture for all their cases (the Triton interpreter's process, a Ray cluster,
+# a wheel). Workers share one build cache per run (tests/conftest.py).
+PYTEST := $(BIN)/python -m pytest -n auto --dist loadfile
+# The edit-loop tier: the IR, schedules, op semantics, generated sources (golden), the
+# import-direction law and the CLI, without the `slow` cases; its build cache is kept in
+# .kevolve/ between runs.
+CHECK_TESTS := tests/ir tests/schedule tests/ops tests/cli tests/test_golden_sources.py \
+	tests/test_layers.py tests/test_docs_embedding.py
 
-.PHONY: setup hipcc chromium demo test lint clean
+.PHONY: setup hipcc chromium demo test check lint clean
 
 $(BIN)/kevolve: pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -38,7 +47,12 @@ demo: setup
 
 test: setup hipcc chromium
 	$(BIN)/ruff check kevolve tests benchmarks
-	$(BIN)/python -m pytest
+	$(PYTEST)
+
+check: setup
+	$(BIN)/ruff check kevolve tests benchmarks
+	KEVOLVE_CACHE=$${KEVOLVE_CACHE:-$(CURDIR)/.kevolve/test-cache} $(PYTEST) -m "not slow" \
+	  $(CHECK_TESTS)
 
 lint: setup
 	$(BIN)/ruff check kevolve tests benchmarks

@@ -20,7 +20,7 @@ def _python(code: str, *path: Path) -> str:
     PYTHONPATH, no script dir); `path` goes first on sys.path."""
     prelude = f"import sys; sys.path[:0] = {[str(p) for p in path]!r}\n"
     out = subprocess.run([sys.executable, "-I", "-S", "-c", prelude + code], cwd=path[0],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -41,7 +41,7 @@ def wheel(tmp_path_factory) -> Path:
             shutil.copy2(p, src / name)
     out = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation",
                           "--outdir", str(tmp / "dist"), str(src)],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     (whl,) = (tmp / "dist").glob("kevolve-*.whl")
     return whl

@@ -11,6 +11,7 @@ import ctypes
 import json
 import os
 import shutil
+import threading
 
 from ..ir.nodes import op_dims
 from ..schedule.errors import MoveError
@@ -105,10 +106,15 @@ def compile_c(source: KernelSource, cc: str) -> ctypes.CDLL:
     d.mkdir(parents=True, exist_ok=True)
     so = d / f"{source.hash}.so"
     if not so.exists():
+        # Processes and threads may build the same source at once (parallel tests, search
+        # workers): every file is written under a name of its own, then renamed into place.
+        own = f"{os.getpid()}.{threading.get_ident()}"
         c = d / f"{source.hash}.c"
-        c.write_text(source.text)
-        obj = d / f"{source.hash}.{os.getpid()}.o"
-        tmp = d / f"{source.hash}.{os.getpid()}.tmp.so"
+        c_tmp = d / f"{source.hash}.{own}.tmp.c"
+        c_tmp.write_text(source.text)
+        c_tmp.replace(c)
+        obj = d / f"{source.hash}.{own}.o"
+        tmp = d / f"{source.hash}.{own}.tmp.so"
         for cmd in ([cc, *source.flags, "-c", str(c), "-o", str(obj)],
                     [cc, *LDFLAGS, str(obj), "-o", str(tmp), "-lm"]):
             run_tool(cmd, tail=4000, name_command=False)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
+import threading
 
 from ..errors import MissingExtra
 from ..ir.interp import bind_dims
@@ -68,8 +70,10 @@ class NumbaBackend(Backend):
         d = cache_dir() / "numba"
         d.mkdir(parents=True, exist_ok=True)
         path = d / f"k_{source.hash}.py"
-        if not path.exists():
-            path.write_text(source.text)
+        if not path.exists():  # another process may be importing it: write, then rename
+            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(source.text)
+            tmp.replace(path)
         name = f"kevolve_numba_{source.hash}"
         mod = sys.modules.get(name)
         if mod is None:

@@ -364,7 +364,7 @@ def test_evolve_with_claude_on_the_fake_transport(tmp_path):
     api = FakeAPI(tool_answer({"traces": GOOD[:1]}, n=1),
                   *[tool_answer(bad, n=k) for k in range(2, 40)])
     cfg = SearchConfig("softmax", "cpu", budget=4, shape="small", db=str(tmp_path / "a.db"),
-                       threads=1, repeat=3, timeout_s=120, proposer="claude",
+                       threads=1, repeat=3, timeout_s=600, proposer="claude",
                        proposer_options={"client": api.client(), "max_retries": 1})
     s = evolve(cfg)
     assert s.evaluated + s.reused == 4 and s.best is not None  # reused: identical code

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import time
 
 import pytest
 
@@ -53,7 +52,7 @@ JOBS = [_job(i, n) for i, n in enumerate(TRACES)]
 @pytest.fixture(scope="module")
 def ray_ex():
     tmp = tempfile.mkdtemp(prefix="kr", dir="/tmp")
-    ex = RayExecutor(timeout_s=120, ray_init_kwargs=dict(
+    ex = RayExecutor(timeout_s=600, ray_init_kwargs=dict(
         num_cpus=2, include_dashboard=False, _temp_dir=tmp, log_to_driver=False))
     try:
         assert ex.started and ray.is_initialized()
@@ -69,7 +68,7 @@ def _by_candidate(pairs) -> dict:
 
 
 def test_ray_and_local_pool_agree(ray_ex):
-    with WorkerPool(2, timeout_s=120) as pool:
+    with WorkerPool(2, timeout_s=600) as pool:
         local = _by_candidate(pool.map(JOBS))
     remote = _by_candidate(ray_ex.map(JOBS))
     assert set(local) == set(remote) == {j.candidate_id for j in JOBS}
@@ -112,9 +111,8 @@ def test_crash_and_timeout_become_results(ray_ex, monkeypatch):
     ((_, res),) = list(ray_ex.map(JOBS[:1]))
     assert res.verdict == "crash" and "died" in res.message
     monkeypatch.setattr(ray_ex, "_remote", ray.remote(hang).options(max_retries=0))
-    t0 = time.time()
-    ((_, res),) = list(ray_ex.map(JOBS[:1]))
-    assert res.verdict == "timeout" and time.time() - t0 < 30
+    ((_, res),) = list(ray_ex.map(JOBS[:1]))  # the executor's limit, not the 600 s sleep
+    assert res.verdict == "timeout" and "(limit 3 s)" in res.message, res.message
     assert not ray_ex._tasks and not ray_ex._done
 
 
@@ -127,7 +125,7 @@ def test_describe_labels_results_as_the_worker_node_sees_them(ray_ex):
 def test_an_executor_on_a_running_cluster_passes_env_and_leaves_the_cluster_up(ray_ex,
                                                                                tmp_path):
     cache = tmp_path / "cache"  # where the worker's builds land, if the env reached it
-    ex = RayExecutor(timeout_s=120, env={"KEVOLVE_CACHE": str(cache)})
+    ex = RayExecutor(timeout_s=600, env={"KEVOLVE_CACHE": str(cache)})
     assert not ex.started and ex.cpus_per_task == 1
     ((job, res),) = list(ex.map(JOBS[:1]))
     assert res.ok, res.message

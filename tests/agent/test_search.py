@@ -15,7 +15,7 @@ from kevolve.schedule import Trace
 
 def cfg(tmp_path, **kw) -> SearchConfig:
     base = dict(op="softmax", backend="cpu", budget=6, shape="small", db=str(tmp_path / "a.db"),
-                threads=1, repeat=3, timeout_s=120)
+                threads=1, repeat=3, timeout_s=600)
     base.update(kw)
     return SearchConfig(**base)
 

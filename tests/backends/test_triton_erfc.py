@@ -210,7 +210,7 @@ def test_the_helper_matches_math_erfc_in_relative_error(tmp_path, dtype):
     ws[0:4] = [0.0, 1e-30, -1e-30, 0.92]
     ws = [float(f"{w:.6g}") for w in ws]  # exact in f32 and in the reference alike
     p = subprocess.run([sys.executable, "-c", SCRIPT, str(mod), json.dumps(ws)],
-                       capture_output=True, text=True, timeout=300, cwd=REPO,
+                       capture_output=True, text=True, timeout=600, cwd=REPO,
                        env=dict(os.environ, TRITON_INTERPRET="1"))
     assert p.returncode == 0, p.stderr[-2000:]
     got = json.loads(p.stdout.splitlines()[-1])
@@ -252,7 +252,7 @@ def test_the_gauss_gate_matches_the_gelu_in_relative_error_and_keeps_inf_and_nan
     xs[0:7] = [0.0, 1e-30, -1e-30, 1.3, -1.3, 1e30, -1e30]
     xs[-3:] = ["inf", "-inf", "nan"]
     p = subprocess.run([sys.executable, "-c", GATE_SCRIPT, str(mod), json.dumps(xs)],
-                       capture_output=True, text=True, timeout=300, cwd=REPO,
+                       capture_output=True, text=True, timeout=600, cwd=REPO,
                        env=dict(os.environ, TRITON_INTERPRET="1"))
     assert p.returncode == 0, p.stderr[-2000:]
     got = json.loads(p.stdout.splitlines()[-1])

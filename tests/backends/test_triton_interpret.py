@@ -12,9 +12,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import backend_checks as bc
@@ -36,30 +39,61 @@ GUARD = {"id": "guard/softmax", "op": "softmax", "shape": {"M": 6, "N": 50},
          "call_shape": {"M": 6, "N": 100}}
 
 
-def run_driver(jobs: list[dict], timeout: float = 900) -> dict[str, dict]:
-    """Results by job id; restarts the driver after a job that killed it."""
+# A driver that prints nothing for this long is stuck on a case and is killed (then treated
+# like a crash on that case). Generous: the slowest case takes about 10 CPU-seconds, and a
+# loaded machine may give the driver a small share of a core; a limit on the whole run
+# would instead fail on a busy machine.
+STALL_S = 600
+
+
+def _driver(pending: list[dict], env: dict) -> tuple[int, list[str], str]:
+    """One driver process over `pending`: (return code, stdout lines, stderr)."""
+    with tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen([sys.executable, str(DRIVER)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=REPO)
+        p.stdin.write(json.dumps(pending))
+        p.stdin.close()
+        lines: queue.Queue = queue.Queue()
+
+        def read():
+            for line in p.stdout:
+                lines.put(line)
+            lines.put(None)
+        threading.Thread(target=read, daemon=True).start()
+        out = []
+        try:
+            while (line := lines.get(timeout=STALL_S)) is not None:
+                out.append(line)
+        except queue.Empty:
+            p.kill()
+        rc = p.wait()
+        err.seek(0)
+        return rc, out, err.read()
+
+
+def run_driver(jobs: list[dict]) -> dict[str, dict]:
+    """Results by job id; restarts the driver after a job that killed or stalled it."""
     env = dict(os.environ, TRITON_INTERPRET="1",
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     results: dict[str, dict] = {}
     pending = list(jobs)
     while pending:
-        p = subprocess.run([sys.executable, str(DRIVER)], input=json.dumps(pending),
-                           capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout)
-        lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+        rc, out, stderr = _driver(pending, env)
+        lines = [json.loads(x) for x in out if x.startswith("{")]
         results.update({r["id"]: r for r in lines if "id" in r})
         left = [j for j in pending if j["id"] not in results]
-        if p.returncode == 0 or not left:
+        if rc == 0 or not left:
             break
-        rc = p.returncode
         how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
         if {"ready": True} not in lines:  # died before the first case: no use retrying
-            if "unavailable" in p.stderr:
-                pytest.skip(p.stderr.strip()[-500:])
+            if "unavailable" in stderr:
+                pytest.skip(stderr.strip()[-500:])
             raise RuntimeError(f"the Triton interpreter driver failed to start ({how}):\n"
-                               f"{p.stderr[-3000:]}")
+                               f"{stderr[-3000:]}")
         results[left[0]["id"]] = {"id": left[0]["id"], "problems": [], "strategies": [],
-                                  "exception": f"driver process died ({how}) on this case",
-                                  "error": p.stderr[-2000:]}
+                                  "exception": f"driver process died ({how}, or killed after "
+                                               f"{STALL_S} s without progress) on this case",
+                                  "error": stderr[-2000:]}
         pending = left[1:]
     return results
 

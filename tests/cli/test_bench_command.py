@@ -11,14 +11,23 @@ import pytest
 from click.testing import CliRunner
 
 from kevolve.agent.archive import Archive
+from kevolve.bench import suites
 from kevolve.cli import main
+
+
+@pytest.fixture(autouse=True)
+def small_cpu_suite(monkeypatch):
+    """The cpu suite benched at the `small` preset instead of its 4096 x 4096: what these
+    tests check is the command (contenders, rounds, archive, report), not the kernels'
+    speed, and the full size costs minutes of timing and float64 reference checks."""
+    monkeypatch.setitem(suites.PRESET, "cpu", "small")
 
 
 def test_bench_from_archive_retimes_the_top_contenders(tmp_path):
     db, out = tmp_path / "a.db", tmp_path / "out"
     r = CliRunner().invoke(main, ["evolve", "softmax", "--backend", "cpu", "--budget", "6",
-                                  "--db", str(db), "--threads", "1", "--shape", "M=256",
-                                  "--shape", "N=4096"])
+                                  "--db", str(db), "--threads", "1", "--shape", "M=64",
+                                  "--shape", "N=1024"])
     assert r.exit_code == 0, r.output
     with Archive(db, create=False) as a:
         tops = a.fastest("softmax", "cpu", None, 3)
@@ -31,7 +40,7 @@ def test_bench_from_archive_retimes_the_top_contenders(tmp_path):
     assert r.exit_code == 0, r.output
     assert "geomean x compile" in r.output and "softmax" in r.output
     assert "[1/1] softmax: kevolve " in r.stderr  # progress, piped: one line per op
-    # archived at M=256, benched at the suite's shape: the command says so, and how to fix it
+    # archived at M=64, benched at the suite's shape: the command says so, and how to fix it
     assert f"softmax: {len(tops)} of the archive's times were measured on other" in r.output
     assert "--budget 0 --refresh N" in r.output
     res = json.loads((out / "results.json").read_text())
@@ -47,7 +56,7 @@ def test_bench_from_archive_retimes_the_top_contenders(tmp_path):
                c["finalist_ms"] == pytest.approx(sum(c["finalist_rounds_ms"]) / 2) for c in finals)
     assert not any("finalist_ms" in c for c in cont if c not in finals)
     assert row["candidate"] == min(finals, key=lambda c: c["finalist_ms"])["candidate"]
-    # beside each, its archived time, which the search measured at M=256: other code
+    # beside each, its archived time, which the search measured at M=64: other code
     assert [c["archived_ms"] for c in cont] == [t.result.time_ms for t in tops]
     assert [c["same_code"] for c in cont] == [False] * len(tops)
     # and the hash of the code each was timed on here: the suite's shape, not the archive's
@@ -81,7 +90,7 @@ def test_op_db_times_one_op_from_its_own_archive(tmp_path):
     the others' from --db; the row names the archive. A bad value is refused by name."""
     own, out = tmp_path / "own.db", tmp_path / "out"
     r = CliRunner().invoke(main, ["evolve", "softmax", "--backend", "cpu", "--budget", "3",
-                                  "--db", str(own), "--threads", "1"])
+                                  "--db", str(own), "--threads", "1", "--shape", "small"])
     assert r.exit_code == 0, r.output
     args = ["bench", "--suite", "cpu", "--ops", "softmax", "--from-archive", "--rounds", "1",
             "--db", str(tmp_path / "none.db"), "--out", str(out), "--no-compile",

@@ -124,7 +124,7 @@ def _heavy_modules_after(code: str) -> list[str]:
     probe = (f"import sys\n{code}\n"
              f"print('HEAVY=' + ','.join(m for m in {HEAVY!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     line = [x for x in out.stdout.splitlines() if x.startswith("HEAVY=")][-1]
     return [m for m in line[len("HEAVY="):].split(",") if m]

@@ -141,9 +141,9 @@ def test_third_party_backend_via_entry_point(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(pkg), str(REPO)])}
     out = subprocess.run([sys.executable, "-m", "kevolve.cli", "lower", "softmax", "--backend",
                           "toy", "--shape", "small"], capture_output=True, text=True, env=env,
-                         cwd=tmp_path, timeout=120)
+                         cwd=tmp_path, timeout=600)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "TOY softmax mx,s,y"
     listing = subprocess.run([sys.executable, "-m", "kevolve.cli", "backends"],
-                             capture_output=True, text=True, env=env, timeout=120)
+                             capture_output=True, text=True, env=env, timeout=600)
     assert "toy" in listing.stdout

@@ -64,7 +64,7 @@ def test_a_search_on_bad_answers_falls_back_and_says_so_in_the_archive(tmp_path,
     db = tmp_path / "a.db"
     summ = evolve(SearchConfig(
         "softmax", "cpu", budget=3, shape="small", db=str(db), threads=1, repeat=3,
-        timeout_s=120, proposer="claude",
+        timeout_s=600, proposer="claude",
         proposer_options={"client": api.client(), "max_retries": 5}))
     assert summ.evaluated + summ.reused == 3 and summ.best is not None
 

@@ -141,7 +141,7 @@ def test_a_kernel_that_skips_repeated_calls_never_becomes_best(faulty, tmp_path)
     summ = evolve(SearchConfig(
         "softmax", "faulty", budget=2, shape="small", shape_overrides=BIG,
         db=str(tmp_path / "a.db"), proposer="replay", proposer_options={"path": str(traces)},
-        threads=1, repeat=3, timeout_s=120, roofline_min_bytes=0,
+        threads=1, repeat=3, timeout_s=600, roofline_min_bytes=0,
         backend_options={"by_warps": {str(warps): "skip_repeat"}}),
         lambda kind, data: events.append((kind, data)))
     assert summ.evaluated == 2 and dict(summ.failures) == {"suspicious": 1}

@@ -10,6 +10,7 @@ from kevolve.ir import interp
 from kevolve.ops.base import torch_inputs
 
 
+@pytest.mark.slow  # millions of elements through the interpreter
 @pytest.mark.parametrize("name", ["softmax", "jagged_sum", "embedding_bag"])
 def test_interp_at_cpu_preset_matches_torch(name):
     d = ops.get(name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from movegen import JUNK, aimed_move, junk_move
@@ -58,6 +59,7 @@ def run(name: str, moves, dec):
     return t, plan
 
 
+@pytest.mark.slow  # 400 random schedules lowered: `make test` runs it, `make check` not
 @SETTINGS
 @given(scenario())
 def test_random_moves_raise_only_move_errors(sc):

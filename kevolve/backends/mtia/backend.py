@@ -232,8 +232,12 @@ def compile_cpp(source: KernelSource, cxx: str) -> ctypes.CDLL:
     so = d / f"{source.hash}.so"
     if not so.exists():
         rt = _runtime_object(d, cxx, source.flags)
+        # another process may be compiling the same source: write it under a name of our
+        # own, then rename it into place
         src = d / f"{source.hash}.cpp"
-        src.write_text(source.text)
+        src_tmp = d / f"{source.hash}.{os.getpid()}.{threading.get_ident()}.tmp.cpp"
+        src_tmp.write_text(source.text)
+        src_tmp.replace(src)
         tmp = d / f"{source.hash}.{os.getpid()}.{threading.get_ident()}.tmp.so"
         run_tool([cxx, *source.flags, "-shared", f"-I{templates_dir() / 'mtia'}", str(src),
                   str(rt), "-o", str(tmp)], tail=4000, name_command=False)
