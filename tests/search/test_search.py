@@ -8,9 +8,9 @@ import sqlite3
 
 import pytest
 
-from kevolve.agent.archive import Archive
-from kevolve.agent.search import Search, SearchConfig, evolve
+from kevolve.archive import Archive
 from kevolve.schedule import Trace
+from kevolve.search import Search, SearchConfig, evolve
 
 
 def cfg(tmp_path, **kw) -> SearchConfig:
@@ -177,8 +177,9 @@ def test_a_stale_result_whose_trace_no_longer_lowers_leaves_the_population(tmp_p
 def test_population_drop_falls_back_to_the_next_in_the_niche():
     import random
 
-    from kevolve.agent.search import Population
-    from kevolve.agent.types import Result, Scored
+    from kevolve.archive.records import Scored
+    from kevolve.evaluate.job import Result
+    from kevolve.search.population import Population
 
     tj = json.dumps({"op": "softmax", "moves": []})
     pop = Population(random.Random(0))
