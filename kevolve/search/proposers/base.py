@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, runtime_checkable
 
 from ...archive.records import Scored
 
@@ -42,6 +42,7 @@ class Proposal:
     note: str = ""  # why (the rule that fired, the LLM's reason)
 
 
+@runtime_checkable
 class Proposer(Protocol):
     """A source of traces. Subclass it (as the built-ins do) to inherit the declared
     attributes' defaults; a proposer overrides those that apply to it."""
