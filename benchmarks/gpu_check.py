@@ -23,10 +23,11 @@ import numpy as np
 
 def check_op(d, args, copy_bps: float, mm_flops: float) -> dict:
     import torch
-    from triton.testing import do_bench
 
     import kevolve
-    from kevolve.agent import evaluate as ev
+    from kevolve.evaluate import check as ev
+    from kevolve.evaluate.oracle import reference
+    from kevolve.evaluate.timing import time_gpu
     from kevolve.ir.interp import bind_dims
     from kevolve.ir.roofline import floor
 
@@ -42,24 +43,23 @@ def check_op(d, args, copy_bps: float, mm_flops: float) -> dict:
     before = {k: v.clone() for k, v in ins.items()}
     kern(ins, outs, case.params)
     torch.cuda.synchronize()
-    t64 = {k: (v.double() if v.is_floating_point() else v) for k, v in ins.items()}
-    ref = {k: v.double().cpu().numpy() for k, v in d.torch_eager(t64, case.params).items()}
+    ref = reference(d, op, case, ins)
     chk = ev.compare(op, {k: ev.to_host(v) for k, v in outs.items()}, ref)
     changed = ev.unchanged(before, ins)
-    del t64, before
+    del before
     row = dict(verdict="ok" if chk.ok and not changed else "wrong", max_error=chk.max_error,
                message=chk.message or (f"modified input {changed}" if changed else ""),
                floor_bytes=fl.bytes, floor_flops=fl.flops,
                floor_ms=fl.time_s(copy_bps, mm_flops) * 1e3, setup_s=time.time() - t1)
-    row["kevolve_ms"] = do_bench(lambda: kern(ins, outs, case.params), return_mode="median")
-    row["eager_ms"] = do_bench(lambda: d.torch_eager(ins, case.params), return_mode="median")
+    row["kevolve_ms"] = time_gpu(lambda: kern(ins, outs, case.params))
+    row["eager_ms"] = time_gpu(lambda: d.torch_eager(ins, case.params))
     if args.compile:
         fn = torch.compile(lambda t: d.torch_eager(t, case.params))
         t2 = time.time()
         fn(ins)
         torch.cuda.synchronize()
         row["compile_s"] = time.time() - t2
-        row["compile_ms"] = do_bench(lambda: fn(ins), return_mode="median")
+        row["compile_ms"] = time_gpu(lambda: fn(ins))
     return row
 
 
@@ -78,7 +78,7 @@ def main() -> int:
 
     names = [n for n in args.ops.split(",") if n] or O.names()
     t0 = time.time()
-    from kevolve.agent.hardware import measure_ceilings
+    from kevolve.evaluate.hardware import measure_ceilings
 
     c = measure_ceilings(gpu=True)
     copy_bps, mm_flops = c["copy_bytes_per_s"], c["matmul_flops"]

@@ -146,10 +146,11 @@ def make_case(name: str, seed: int):
 
 def check_op(name, case, kernels, results, args, copy_bps, mm_flops, t_start):
     import torch
-    from triton.testing import do_bench
 
     from kevolve import ops
-    from kevolve.agent import evaluate as ev
+    from kevolve.evaluate import check as ev
+    from kevolve.evaluate.oracle import reference
+    from kevolve.evaluate.timing import time_gpu
     from kevolve.ir.interp import bind_dims
     from kevolve.ir.roofline import floor
 
@@ -161,12 +162,10 @@ def check_op(name, case, kernels, results, args, copy_bps, mm_flops, t_start):
     dims = bind_dims(op, case.inputs, params)
     fl = floor(op, case.inputs, params)
     ins = ev.inputs_for(op, case.inputs, "torch", "cuda")
-    del case  # the host copies can be large
     before = {k: v.clone() for k, v in ins.items()}
-    t64 = {k: (v.double() if v.is_floating_point() else v) for k, v in ins.items()}
-    ref = {k: v.double().cpu().numpy() for k, v in d.torch_eager(t64, params).items()}
-    del t64
-    eager_ms = do_bench(lambda: d.torch_eager(ins, params), return_mode="median")
+    ref = reference(d, op, case, ins)
+    del case  # the host copies can be large
+    eager_ms = time_gpu(lambda: d.torch_eager(ins, params))
     floor_ms = fl.time_s(copy_bps, mm_flops) * 1e3
     setup_s = time.time() - t0
     for job in [j for j in results if j[0] == name]:
@@ -184,8 +183,7 @@ def check_op(name, case, kernels, results, args, copy_bps, mm_flops, t_start):
             row.update(verdict="ok" if chk.ok and not changed else "wrong",
                        max_error=chk.max_error,
                        message=chk.message or (f"modified input {changed}" if changed else ""))
-            row["kevolve_ms"] = do_bench(lambda k=kern, o=outs: k(ins, o, params),
-                                         return_mode="median")
+            row["kevolve_ms"] = time_gpu(lambda k=kern, o=outs: k(ins, o, params))
         except Exception as e:
             row.update(verdict="error", message=f"{type(e).__name__}: {e}"[:3000])
             traceback.print_exc()
@@ -194,7 +192,7 @@ def check_op(name, case, kernels, results, args, copy_bps, mm_flops, t_start):
             fn = torch.compile(lambda t: d.torch_eager(t, params))
             fn(ins)
             torch.cuda.synchronize()
-            ms = do_bench(lambda: fn(ins), return_mode="median")
+            ms = time_gpu(lambda: fn(ins))
             for job in [j for j in results if j[0] == name]:
                 results[job]["compile_ms"] = ms
         except Exception as e:
@@ -291,8 +289,8 @@ def loader_smoke(torch) -> str:
     """The other loader (cuda-python's driver API) on one op, so both paths are exercised."""
     try:
         from kevolve import api, ops
-        from kevolve.agent import evaluate as ev
         from kevolve.backends.cuda import CudaBackend
+        from kevolve.evaluate import check as ev
         from kevolve.ir import interp
         d = ops.get("softmax")
         be = CudaBackend(loader="cuda-python")

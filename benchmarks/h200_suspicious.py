@@ -87,9 +87,9 @@ def main() -> int:
     ap.add_argument("--op", default="softmax")
     args = ap.parse_args()
     register()
-    from kevolve.agent.search import SearchConfig, evolve
     from kevolve.ops import LIBRARY
     from kevolve.schedule import default_trace
+    from kevolve.search import SearchConfig, evolve
 
     d = LIBRARY[args.op]
     sd = d.shape("gpu")

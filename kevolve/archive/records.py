@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ..agent.types import Result, Scored  # Scored: the population's (trace, result) record
+from ..evaluate.job import Result
 
 __all__ = ["REUSED", "Result", "RunKey", "Scored", "canonical_trace", "dumps", "ir_hash",
            "name_of", "real", "result_columns", "result_dict", "result_of", "reused",
@@ -54,6 +54,18 @@ def canonical_trace(trace_json) -> tuple[str, str]:
             text = str(trace_json)
         return text, hashlib.sha256(text.encode()).hexdigest()[:16]
     return t.to_json(), t.hash
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A trace with its evaluation, as the archive returns it and the search's population
+    and proposers see it."""
+
+    trace_json: str
+    result: Result
+    candidate_id: int | None = None
+    parent_id: int | None = None
+    proposer: str = ""
 
 
 @dataclass(frozen=True)

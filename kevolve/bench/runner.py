@@ -1,8 +1,9 @@
 """Side by side in one process: torch eager, torch.compile and kevolve's best schedule (and
 optionally other backends' defaults), each checked first, then timed in interleaved rounds
 (each a median after warm-up; the report shows the median over rounds and their spread;
-the order changes from round to round, see `orders`) and checked again on the outputs
-their timed calls left, against the roofline floor from measured ceilings."""
+the order changes from round to round, see kevolve.evaluate.timing.orders) and checked
+again on the outputs their timed calls left, against the roofline floor from measured
+ceilings."""
 
 from __future__ import annotations
 
@@ -13,65 +14,11 @@ import traceback
 
 import numpy as np
 
-from ..agent import evaluate as ev
+from ..evaluate import check as ev
+from ..evaluate import timing
+from ..evaluate.oracle import reference
+from ..evaluate.timing import interleaved
 from .suites import PRESET, SUITES
-
-
-def _timer(gpu: bool, repeat: int):
-    if gpu:
-        return lambda fn: ev.time_gpu(fn)
-    return lambda fn: ev.median(ev.time_cpu(fn, repeat=repeat))
-
-
-def orders(n: int, rounds: int) -> list[list[int]]:
-    """The order of the n contestants in each of `rounds` rounds: the rows of a Williams
-    design, in which every contestant runs right after every other equally often (once in
-    n rows for even n, twice in 2n rows for odd n). At a GPU's power limit what ran just
-    before sets the clock a kernel starts at (a GEMM's single timings on the H200 differed
-    by up to ~15% with what preceded them), so a fixed order would favour whoever always
-    follows a light kernel."""
-    if n == 0:
-        return [[] for _ in range(rounds)]
-    first, lo, hi = [0], 1, n - 1
-    while len(first) < n:
-        first.append(lo)
-        lo += 1
-        if len(first) < n:
-            first.append(hi)
-            hi -= 1
-    rows = [[(x + r) % n for x in first] for r in range(n)]
-    if n % 2:
-        rows += [row[::-1] for row in rows]
-    return [rows[r % len(rows)] for r in range(rounds)]
-
-
-def interleaved(calls: dict, rounds: int, timer, on_error=None) -> dict[str, list[float]]:
-    """Each call timed once per round, the rounds in `orders`; a call whose timing raises
-    is handed to `on_error(key, exc)` and timed no more (without `on_error` it raises).
-    The first call is timed once more before the rounds and that time dropped, so that the
-    first kept timing follows a timing like every other, not the idle GPU a build left (on
-    the H200 a GEMM timed right after its build ran up to 11% faster than in the rounds)."""
-    keys = list(calls)
-    times: dict = {key: [] for key in keys}
-    failed: set = set()
-    plan = orders(len(keys), rounds)
-    if plan and plan[0]:
-        try:
-            timer(calls[keys[plan[0][0]]])
-        except Exception:
-            pass  # it fails again in its round, where on_error hears of it
-    for order in plan:
-        for key in (keys[i] for i in order):
-            if key in failed:
-                continue
-            try:
-                times[key].append(timer(calls[key]))
-            except Exception as e:
-                if on_error is None:
-                    raise
-                failed.add(key)
-                on_error(key, e)
-    return times
 
 
 def _summary(ts: list[float]) -> tuple[float, float]:
@@ -123,7 +70,7 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
 
     import kevolve
 
-    from ..ir.interp import bind_dims, run
+    from ..ir.interp import bind_dims
     from ..ir.roofline import floor
     from ..ops import get
     from ..schedule import default_trace
@@ -133,7 +80,7 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
     op = d.op_for(sd)
     device = "cuda" if gpu else "cpu"
     sync = torch.cuda.synchronize if gpu else (lambda: None)
-    timer = _timer(gpu, repeat)
+    timer = timing.timer(gpu, repeat)
     case = d.make(sd, np.random.default_rng(seed))
     dims = bind_dims(op, case.inputs, case.params)
     fl = floor(op, case.inputs, case.params)
@@ -141,12 +88,7 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
     row = {"op": name, "shape": sd, "floor_ms": floor_ms, "floor_bytes": fl.bytes,
            "floor_flops": fl.flops}
     tins = ev.inputs_for(op, case.inputs, "torch", device)
-    if gpu:
-        t64 = {k: (v.double() if v.is_floating_point() else v) for k, v in tins.items()}
-        ref = {k: v.double().cpu().numpy() for k, v in d.torch_eager(t64, case.params).items()}
-        del t64
-    else:
-        ref = run(op, case.inputs, case.params)
+    ref = reference(d, op, case, tins if gpu else None)
 
     def eager():
         return d.torch_eager(tins, case.params)
@@ -319,7 +261,7 @@ def _archived(row: dict, tops: list, cfg, hardware: str, toolchain: dict) -> Non
     measured on that code (`same_code`: not when the archive's search ran at another shape,
     or with another kevolve, template or toolchain)."""
     from .. import api, pipeline
-    from ..agent.search import run_hash
+    from ..archive import RunKey
     from ..errors import KevolveError
     from ..ops import LIBRARY
 
@@ -336,7 +278,7 @@ def _archived(row: dict, tops: list, cfg, hardware: str, toolchain: dict) -> Non
             src = pipeline.compile(op, trace_json, dims, be).source
         except KevolveError:
             return None
-        return run_hash(src.hash, cfg.backend, toolchain, hardware)
+        return RunKey(src.hash, cfg.backend, toolchain, hardware).stable_hash()
 
     here = {s.candidate_id: code(s.trace_json) for s in tops}
     known = {s.candidate_id: {"archived_ms": s.result.time_ms, "source_hash": here[s.candidate_id],
@@ -356,10 +298,10 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
     """The suite's rows, each op searched (unless `from_archive`) and timed from its
     archive: `op_dbs[op]` where given, else `db`."""
     from .. import api
-    from ..agent.hardware import hardware_name, measure_ceilings, toolchain
-    from ..agent.search import SearchConfig, evolve
     from ..archive import DEFAULT_PATH as DEFAULT_DB
     from ..archive import Archive
+    from ..evaluate.hardware import hardware_name, measure_ceilings, toolchain
+    from ..search import SearchConfig, evolve
 
     options = _options(api.backend(backend), threads)
     be = api.backend(backend, **options)

@@ -7,8 +7,6 @@ the roofline floor at a nominal CPU bandwidth.
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 
 import click
@@ -21,14 +19,12 @@ NOMINAL_CPU_BYTES_PER_S = 20e9  # not measured: a round figure for one CPU socke
 
 
 def _median_time(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
-    """Median wall time of `fn` over `repeat` runs after one warm-up run."""
+    """Median wall time of `fn` in seconds over `repeat` runs after one warm-up run, and
+    what the warm-up returned."""
+    from ..evaluate.timing import median, time_cpu
+
     out = fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+    return median(time_cpu(fn, warmup=0, repeat=repeat)) / 1e3, out
 
 
 def _fmt_time(s: float) -> str:

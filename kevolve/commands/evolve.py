@@ -54,9 +54,9 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
             roofline_slack, refresh, interpret, as_json) -> None:
     from rich.progress import TextColumn
 
-    from ..agent.search import STALL_ROUNDS, SearchConfig, evolve
     from ..api import backend
     from ..ops import LIBRARY
+    from ..search import STALL_ROUNDS, SearchConfig, evolve
 
     preset, over = parse(shape_args, None)
     if op_ref in LIBRARY:  # a size that is not a number: exit 2 naming --shape, up front

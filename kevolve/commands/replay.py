@@ -162,8 +162,8 @@ def _replay(cand: dict, row: dict, no_eval: bool, no_time: bool, timeout: float,
     if no_eval:
         return
     out.rule("re-evaluation")
-    from ..agent.types import EvalJob
-    from ..agent.worker import WorkerPool
+    from ..evaluate.job import EvalJob
+    from ..evaluate.worker import WorkerPool
 
     small = opdef.shape("small")
     if "dtype" in shape:

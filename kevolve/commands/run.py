@@ -86,25 +86,21 @@ def measure(op, opdef, case, kernel, be, gpu: bool, threads: int, repeat: int, d
     """Check once on fresh inputs, then time kernel and torch eager side by side."""
     import torch
 
-    from ..agent import evaluate as ev
-    from ..ir.interp import bind_dims, run
+    from ..evaluate import check as ev
+    from ..evaluate import timing
+    from ..evaluate.oracle import reference
+    from ..ir.interp import bind_dims
 
     torch.set_num_threads(threads)
     lib = be.target.tensor_lib
     dims = bind_dims(op, case.inputs, case.params)
     ins = ev.inputs_for(op, case.inputs, lib, device)
-    before = {k: (v.clone() if lib == "torch" else v.copy()) for k, v in ins.items()}
+    before = ev.copy_arrays(ins, lib)
     outs = ev.alloc_outputs(op, dims, lib, device)
     kernel(ins, outs, case.params)
     if gpu:
         torch.cuda.synchronize()
-    if gpu:
-        tins = {b.name: v.to(torch.float64) if v.is_floating_point() else v
-                for b, v in ((b, ins[b.name]) for b in op.inputs)}
-        ref = {k: v.double().cpu().numpy() for k, v in opdef.torch_eager(tins, case.params)
-               .items()}
-    else:
-        ref = run(op, case.inputs, case.params)
+    ref = reference(opdef, op, case, ins if gpu else None)
     chk = ev.compare(op, {k: ev.to_host(v) for k, v in outs.items()}, ref)
     changed = ev.unchanged(before, ins)
     res = {"verdict": "ok" if chk.ok and not changed else "correctness",
@@ -112,13 +108,9 @@ def measure(op, opdef, case, kernel, be, gpu: bool, threads: int, repeat: int, d
                f"input {changed!r} was modified" if changed else "")}
     tins = {b.name: ins[b.name] if lib == "torch" else torch.from_numpy(ins[b.name])
             for b in op.inputs}
-    if gpu:
-        t_k = ev.time_gpu(lambda: kernel(ins, outs, case.params))
-        t_b = ev.time_gpu(lambda: opdef.torch_eager(tins, case.params))
-    else:
-        t_k = ev.median(ev.time_cpu(lambda: kernel(ins, outs, case.params), repeat=repeat))
-        t_b = ev.median(ev.time_cpu(lambda: opdef.torch_eager(tins, case.params),
-                                    repeat=repeat))
+    timer = timing.timer(gpu, repeat)
+    t_k = timer(lambda: kernel(ins, outs, case.params))
+    t_b = timer(lambda: opdef.torch_eager(tins, case.params))
     if not be.target.measured:  # emulated: wall time means nothing
         t_k = kernel.diagnostics.get("estimate_ms")
         res.update(time_ms=t_k, baseline_ms=t_b, speedup=None, timing="estimate")

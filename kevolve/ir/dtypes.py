@@ -69,3 +69,16 @@ def promote(a: DType, b: DType) -> DType:
     if b.is_float:
         return b
     return a if a.bits >= b.bits else b
+
+
+# The torch dtype of each buffer dtype, by its name in torch (bf16 is torch.bfloat16 on the
+# device, unlike the host's float32): the one table, read without importing torch.
+TORCH_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64",
+               "i32": "int32", "i64": "int64", "bool": "bool"}
+
+
+def torch_dtype(name: str | DType):
+    """The torch dtype of a kevolve dtype (torch is imported here, on first use)."""
+    import torch
+
+    return getattr(torch, TORCH_NAMES[parse(name).name])

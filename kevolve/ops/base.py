@@ -121,11 +121,11 @@ def torch_inputs(op: Op, case: Case, device="cpu", float_dtype=None) -> dict:
     torch.bfloat16), or with every float input as `float_dtype` (float64 for oracles)."""
     import torch
 
-    types = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
-             "i32": torch.int32, "i64": torch.int64}
+    from ..ir.dtypes import torch_dtype
+
     out = {}
     for b in op.inputs:
-        t = types[b.dtype.name] if float_dtype is None or not b.dtype.is_float else float_dtype
+        t = torch_dtype(b.dtype) if float_dtype is None or not b.dtype.is_float else float_dtype
         out[b.name] = torch.from_numpy(np.ascontiguousarray(case.inputs[b.name])).to(
             device=device, dtype=t)
     return out

@@ -14,7 +14,7 @@ import pytest
 from backend_checks import LAYERNORM_LOOPED, VARIANT_SOFTMAX_ONLINE
 
 from kevolve import api, ops
-from kevolve.agent import evaluate as ev
+from kevolve.evaluate import check as ev
 from kevolve.ir import interp
 from kevolve.schedule import Trace
 

@@ -7,9 +7,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from kevolve.agent.proposers.heuristic import HeuristicProposer
-from kevolve.agent.types import ProposalContext, Result, Scored
+from kevolve.archive.records import Scored
 from kevolve.backends.compiler_reports import parse_amd_remarks, parse_ptxas, totals, triton_jit
+from kevolve.evaluate.job import Result
+from kevolve.search.proposers.base import ProposalContext
+from kevolve.search.proposers.heuristic import HeuristicProposer
 
 PTXAS = """\
 ptxas info    : Compiling entry function 'k_a' for 'sm_90'

@@ -5,12 +5,12 @@ their compiles and write the -o file."""
 
 from __future__ import annotations
 
-from kevolve.agent.hardware import toolchain
 from kevolve.backends.base import KernelSource
 from kevolve.backends.cuda import CudaBackend
 from kevolve.backends.cuda.runtime import compile_cubin
 from kevolve.backends.hip import HipBackend
 from kevolve.backends.tools import tool_version
+from kevolve.evaluate.hardware import toolchain
 
 
 def fake_nvcc(tmp_path, name: str, release: str):

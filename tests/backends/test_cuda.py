@@ -163,7 +163,7 @@ def test_emulator_sees_wrong_lane_arithmetic(gxx):
     kern = EMU.build(bad)
     import numpy as np
 
-    from kevolve.agent import evaluate as ev
+    from kevolve.evaluate import check as ev
     from kevolve.ir import interp
     d = ops.get("softmax")
     case = d.case("small", seed=3)

@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from kevolve import api, ops
-from kevolve.agent import evaluate as ev
 from kevolve.backends import registry
 from kevolve.backends.mtia import MachineModel, MtiaBackend
 from kevolve.cli import main
+from kevolve.evaluate import check as ev
 from kevolve.ir.interp import bind_dims, run
 from kevolve.resources import templates_dir
 from kevolve.schedule.errors import MoveError

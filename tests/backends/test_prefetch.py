@@ -8,7 +8,7 @@ import pytest
 
 import kevolve
 import kevolve.api
-from kevolve.agent import evaluate as ev
+from kevolve.evaluate import check as ev
 from kevolve.ir.interp import bind_dims, run
 from kevolve.ops import get
 from kevolve.schedule import MoveError, Trace

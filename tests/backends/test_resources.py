@@ -14,14 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from kevolve.agent.proposers.check import prove
-from kevolve.agent.proposers.heuristic import HeuristicProposer
-from kevolve.agent.types import ProposalContext, Result, Scored
+from kevolve.archive.records import Scored
 from kevolve.backends.triton import TritonBackend
 from kevolve.backends.usage import Usage, check_fits, resident_programs
+from kevolve.evaluate.job import Result
 from kevolve.ir.printer import op_text
 from kevolve.ops import LIBRARY
 from kevolve.schedule import MoveError, Trace, apply_trace, lower
+from kevolve.search.proposers.base import ProposalContext
+from kevolve.search.proposers.heuristic import HeuristicProposer
+from kevolve.search.proposers.prove import prove
 
 # every Triton result of a gemm_bias_gelu candidate in three committed H200 archives
 RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "h200_gemm_bias_gelu_results.json"

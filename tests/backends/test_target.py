@@ -68,8 +68,8 @@ def test_build_report_reads_a_kernels_diagnostics():
 def test_an_emulated_cuda_candidate_evaluates():
     """The CUDA backend's CPU emulator runs on the host: its EvalJob must not reach for a
     GPU (torch.cuda) because the backend is called cuda."""
-    from kevolve.agent.evaluate import Evaluator
-    from kevolve.agent.types import EvalJob
+    from kevolve.evaluate.evaluator import Evaluator
+    from kevolve.evaluate.job import EvalJob
     from kevolve.ops import LIBRARY
     from kevolve.schedule import default_trace
 
@@ -93,7 +93,7 @@ def test_evolve_on_mtia_runs_on_a_cpu_only_machine(tmp_path, monkeypatch):
     r = CliRunner().invoke(main, ["evolve", "softmax", "--backend", "mtia", "--budget", "2",
                                   "--shape", "small", "--db", str(tmp_path / "a.db")])
     assert r.exit_code == 0, r.output + repr(r.exception)
-    from kevolve.agent.archive import Archive
+    from kevolve.archive import Archive
 
     best = Archive(str(tmp_path / "a.db")).best("softmax", "mtia")
     assert best is not None and best.result.ok  # a candidate passed the emulated checks

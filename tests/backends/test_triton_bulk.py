@@ -20,9 +20,9 @@ import backend_checks as bc
 import pytest
 
 from kevolve import api, ops
-from kevolve.agent.proposers import mutations as mu
 from kevolve.backends.triton import TritonBackend
 from kevolve.schedule import MoveError, Trace
+from kevolve.search.proposers import mutations as mu
 
 REPO = Path(__file__).resolve().parents[2]
 GPU = {"M": 8192, "K": 4096, "N": 4096}

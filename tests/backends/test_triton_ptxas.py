@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from kevolve.agent.hardware import toolchain
-from kevolve.agent.search import run_hash
+from kevolve.archive import RunKey
 from kevolve.backends.triton import TritonBackend, ptxas
+from kevolve.evaluate.hardware import toolchain
 
 pytest.importorskip("triton")
 
@@ -68,8 +68,8 @@ def test_the_choice_is_in_the_toolchain_and_the_run_hash(two):
     new, old = TritonBackend(), TritonBackend(ptxas="triton")
     assert toolchain(new)["ptxas"] == "13.0.88"
     assert toolchain(old)["ptxas"] == "12.8.93"
-    assert run_hash("s", "triton", toolchain(new), "gpu:x") != \
-        run_hash("s", "triton", toolchain(old), "gpu:x")
+    assert RunKey("s", "triton", toolchain(new), "gpu:x").stable_hash() != \
+        RunKey("s", "triton", toolchain(old), "gpu:x").stable_hash()
     assert "ptxas" not in toolchain(TritonBackend(interpret=True))
 
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 import kevolve
 from kevolve.bench import suites
-from kevolve.bench.runner import bench_op, interleaved, orders
+from kevolve.bench.runner import bench_op
+from kevolve.evaluate.timing import interleaved, orders
 from kevolve.ops import LIBRARY
 from kevolve.schedule import default_trace
 

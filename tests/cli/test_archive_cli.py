@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kevolve.agent.types import Result
 from kevolve.archive import Archive
 from kevolve.cli import main
+from kevolve.evaluate.job import Result
 from kevolve.ir.builder import axes, compute, dims, f32, input, op
 from kevolve.schedule.trace import Trace
 

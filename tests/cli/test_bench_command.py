@@ -10,7 +10,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kevolve.agent.archive import Archive
+from kevolve.archive import Archive
 from kevolve.bench import suites
 from kevolve.cli import main
 

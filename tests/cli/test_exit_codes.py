@@ -76,7 +76,7 @@ def test_evolve_on_a_gpu_backend_without_a_gpu_is_exit_2(runner, tmp_path):
 def test_hardware_name_without_a_gpu_is_a_clear_error():
     import torch
 
-    from kevolve.agent.hardware import NoDevice, hardware_name
+    from kevolve.evaluate.hardware import NoDevice, hardware_name
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 
-from kevolve.agent.archive import Archive  # noqa: E402
-from kevolve.agent.evaluate import evaluate  # noqa: E402
-from kevolve.agent.types import EvalJob  # noqa: E402
+from kevolve.archive import Archive  # noqa: E402
 from kevolve.cli import main  # noqa: E402
+from kevolve.evaluate.evaluator import evaluate  # noqa: E402
+from kevolve.evaluate.job import EvalJob  # noqa: E402
 from kevolve.ops import LIBRARY  # noqa: E402
 from kevolve.schedule import default_trace  # noqa: E402
 

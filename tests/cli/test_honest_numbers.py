@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from kevolve.agent.hardware import measure_ceilings
-from kevolve.agent.search import Search, SearchConfig, evolve
+from kevolve.evaluate.hardware import measure_ceilings
+from kevolve.search import Search, SearchConfig, evolve
 
 
 def cfg(tmp_path, **kw) -> SearchConfig:
@@ -28,7 +28,7 @@ def test_speedup_never_uses_an_archived_eager_time(tmp_path):
 
 def test_cpu_ceilings_are_measured_with_the_kernels_threads(monkeypatch):
     seen = []
-    import kevolve.agent.hardware as hw
+    import kevolve.evaluate.hardware as hw
 
     monkeypatch.setattr(hw, "cpu_copy_bandwidth", lambda t: seen.append(t) or 1e9)
     got = measure_ceilings(False, threads=2)
@@ -36,7 +36,7 @@ def test_cpu_ceilings_are_measured_with_the_kernels_threads(monkeypatch):
 
 
 def test_copy_bandwidth_with_threads_is_a_rate():
-    from kevolve.agent.hardware import cpu_copy_bandwidth
+    from kevolve.evaluate.hardware import cpu_copy_bandwidth
 
     assert cpu_copy_bandwidth(2, n=1 << 20) > 0
 
@@ -48,8 +48,8 @@ def test_the_roofline_check_uses_the_measured_ceiling_as_it_is(tmp_path):
 
 
 def test_old_single_thread_ceilings_are_measured_again(tmp_path, monkeypatch):
-    import kevolve.agent.hardware as hw
-    from kevolve.agent.archive import Archive
+    import kevolve.evaluate.hardware as hw
+    from kevolve.archive import Archive
 
     s = Search(cfg(tmp_path))
     with Archive(str(tmp_path / "a.db")) as a:

@@ -9,9 +9,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kevolve.agent.archive import Archive
-from kevolve.agent.types import Result
+from kevolve.archive import Archive
 from kevolve.cli import main
+from kevolve.evaluate.job import Result
 from kevolve.ops import LIBRARY
 from kevolve.schedule import default_trace
 

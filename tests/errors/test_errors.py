@@ -10,13 +10,13 @@ import pytest
 from click.testing import CliRunner
 
 from kevolve import errors
-from kevolve.agent.proposers.claude import ClaudeSetupError
 from kevolve.backends.registry import UnknownBackend
 from kevolve.backends.triton.aot import AotError
 from kevolve.backends.triton.bulk import BulkError
 from kevolve.cli import KevolveGroup
 from kevolve.ir.errors import InterpError, SpecError
 from kevolve.schedule.errors import MoveError
+from kevolve.search.proposers.llm.claude import ClaudeSetupError
 
 ONE_OF_EACH = [
     errors.KevolveError("root"),

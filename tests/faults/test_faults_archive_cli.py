@@ -189,7 +189,7 @@ def _foreign(path: Path) -> None:
 
 
 def _archive_with_results(path: Path) -> None:
-    from kevolve.agent.types import Result
+    from kevolve.evaluate.job import Result
     from kevolve.ops import LIBRARY
     from kevolve.schedule import default_trace
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from kevolve.agent.evaluate import Evaluator, launch_failure
-from kevolve.agent.types import EvalJob
+from kevolve.evaluate.evaluator import Evaluator, launch_failure
+from kevolve.evaluate.job import EvalJob
 from kevolve.ops import LIBRARY
 from kevolve.schedule import default_trace
 

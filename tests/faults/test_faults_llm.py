@@ -1,5 +1,5 @@
 """Bad answers from the LLM, through the anthropic SDK on a fake HTTP transport (the
-helpers of tests/agent/test_claude_proposer.py, which covers each kind of bad answer on its
+helpers of tests/search/test_claude_proposer.py, which covers each kind of bad answer on its
 own: text only, unknown moves and axes, huge, code in seven shapes, bounded retries, API
 errors). Here: a tool input that is not JSON at all, and a whole search whose every answer
 is bad in a different way: it finishes its budget on the heuristic fallback, says so in the
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("anthropic")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "search"))
 from test_claude_proposer import (  # noqa: E402
     BASE,
     CUDA_CODE,
@@ -28,7 +28,7 @@ from test_claude_proposer import (  # noqa: E402
     tool_answer,
 )
 
-from kevolve.agent.search import SearchConfig, evolve  # noqa: E402
+from kevolve.search import SearchConfig, evolve  # noqa: E402
 
 MARK = "KEVOLVE_INJECTED"
 

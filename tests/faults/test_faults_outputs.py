@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kevolve.agent.evaluate import Evaluator, alloc_outputs, compare, inputs_for
-from kevolve.agent.types import EvalJob
 from kevolve.backends.registry import get as get_backend
+from kevolve.evaluate.check import alloc_outputs, compare, inputs_for
+from kevolve.evaluate.evaluator import Evaluator
+from kevolve.evaluate.job import EvalJob
 from kevolve.ir.interp import run as reference
 from kevolve.ops import LIBRARY
 from kevolve.schedule import apply_trace, default_trace, lower

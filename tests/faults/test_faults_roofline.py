@@ -13,12 +13,15 @@ import sqlite3
 
 import pytest
 
-from kevolve.agent.archive import Archive
-from kevolve.agent.evaluate import Evaluator
-from kevolve.agent.search import Population, Search, SearchConfig, evolve, floor_ms, suspicious
-from kevolve.agent.types import FAILURES, EvalJob, Result, Scored
+from kevolve.archive import Archive
+from kevolve.archive.records import Scored
+from kevolve.evaluate.evaluator import Evaluator
+from kevolve.evaluate.job import FAILURES, EvalJob, Result
 from kevolve.ops import LIBRARY
 from kevolve.schedule import default_trace
+from kevolve.search import Search, SearchConfig, evolve
+from kevolve.search.population import Population
+from kevolve.search.verify import floor_ms, suspicious
 
 CEIL = {"copy_bytes_per_s": 1e10, "matmul_flops": 1e11}  # 10 GB/s, 100 GFLOP/s
 DIAG = {"floor_bytes": 10_000_000, "floor_flops": 50_000_000}  # 1 ms by bytes, 0.5 by FLOPs

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from kevolve.agent.archive import Archive
-from kevolve.agent.evaluate import Evaluator
-from kevolve.agent.search import SearchConfig, evolve
-from kevolve.agent.types import EvalJob
-from kevolve.agent.worker import WorkerPool
+from kevolve.archive import Archive
+from kevolve.evaluate.evaluator import Evaluator
+from kevolve.evaluate.job import EvalJob
+from kevolve.evaluate.worker import WorkerPool
 from kevolve.ops import LIBRARY
 from kevolve.schedule import default_trace
+from kevolve.search import SearchConfig, evolve
 
 SOFTMAX = LIBRARY["softmax"]
 SMALL = SOFTMAX.shape("small")
@@ -185,8 +185,8 @@ def test_a_sticky_cuda_error_restarts_the_worker(faulty):
 PARENT = """
 import sys
 sys.path[:0] = {path!r}
-from kevolve.agent.types import EvalJob
-from kevolve.agent.worker import WorkerPool
+from kevolve.evaluate.job import EvalJob
+from kevolve.evaluate.worker import WorkerPool
 job = EvalJob("softmax", "faulty", {trace!r}, {shape!r}, (), (0,),
               {{"fault": "hang", "pid_dir": {pid_dir!r}}}, time=False, threads=1)
 with WorkerPool(1, timeout_s=600) as pool:

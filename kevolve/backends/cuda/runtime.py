@@ -337,14 +337,13 @@ def _check(cu, err) -> None:
         raise RuntimeError(f"CUDA driver error {err}")
 
 
-_TORCH_NAMES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "i32": "int32",
-                "i64": "int64", "f64": "float64"}
-
-
 class _TorchDtypes(dict):
+    """kevolve dtype name -> torch dtype (ir.dtypes.torch_dtype), remembered once asked."""
+
     def __missing__(self, key):
-        import torch
-        v = getattr(torch, _TORCH_NAMES[key])
+        from ...ir.dtypes import torch_dtype
+
+        v = torch_dtype(key)
         self[key] = v
         return v
 

@@ -27,8 +27,7 @@ from . import bulk, gelu
 
 TL = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16", "i32": "tl.int32",
       "i64": "tl.int64", "f64": "tl.float64", "bool": "tl.int1"}
-TORCH = {"f32": "torch.float32", "f16": "torch.float16", "bf16": "torch.bfloat16",
-         "i32": "torch.int32", "i64": "torch.int64"}
+TORCH = {k: f"torch.{dt.TORCH_NAMES[k]}" for k in dt.BUFFER_DTYPES}  # as generated code spells them
 IDENT = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')"}
 COMBINE = {"sum": "{a} + {b}", "max": "tl.maximum({a}, {b})", "min": "tl.minimum({a}, {b})"}
 

@@ -1,9 +1,9 @@
 """Executors: where candidates are evaluated. Both yield `(job, Result)` as each finishes.
 
-- `LocalExecutor` (= kevolve.agent.worker.WorkerPool): spawned worker processes on this
+- `LocalExecutor` (= kevolve.evaluate.worker.WorkerPool): spawned worker processes on this
   machine, with a wall-clock timeout, a resident-memory watchdog and a shared timing lock.
 - `RayExecutor` (extra `distributed`): one Ray task per evaluation on a Ray cluster, e.g. a
-  fleet of GPU machines. Each task calls `kevolve.agent.evaluate.evaluate` on the job and
+  fleet of GPU machines. Each task calls `kevolve.evaluate.evaluator.evaluate` on the job and
   returns the Result as a dict; it declares `num_gpus=1` when the backend needs a GPU, and
   is never retried (`max_retries=0`: a candidate that kills its worker is a result, not
   something to run again).
@@ -37,10 +37,21 @@ import fcntl
 import os
 import tempfile
 import time
+from typing import Protocol
 
 from ..errors import MissingExtra
-from .types import EvalJob, Result
+from .job import EvalJob, Result
 from .worker import WorkerPool
+
+
+class Executor(Protocol):
+    """Where jobs are evaluated: the search talks to one through these two verbs only."""
+
+    def map(self, jobs: list[EvalJob]):
+        """Evaluate jobs; yield (job, Result) as each finishes (any order)."""
+        ...
+
+    def close(self) -> None: ...
 
 LocalExecutor = WorkerPool
 
@@ -78,7 +89,7 @@ class NodeTimingLock:
 
 def evaluate_job(job: dict) -> dict:
     """The body of one Ray task: evaluate a job dict, return the Result as a dict."""
-    from .evaluate import evaluate
+    from .evaluator import evaluate
 
     return evaluate(EvalJob(**job), timing_lock=NodeTimingLock()).to_dict()
 

@@ -10,7 +10,7 @@ Where a mutation gives a trace already seen, up to two more follow it: a search 
 parents' neighbourhoods are used up (the H200's gemm search from scratch stopped at 162 of
 300 without) goes on a step further.
 Every proposal is lowered here first and checked against the backend and the device's
-limits (`check.prove`), so illegal ones, and ones that could not compile or would spill,
+limits (`prove.prove`), so illegal ones, and ones that could not compile or would spill,
 never reach a worker."""
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from ...backends.resources import resident_programs
+from ...backends.usage import resident_programs
 from ...ops import LIBRARY
 from ...schedule import MoveError, Trace
-from ..types import Proposal, ProposalContext
 from . import mutations as mu
-from .check import Backends, prove, unsupported
+from .base import Proposal, ProposalContext, Proposer
+from .prove import Backends, prove, unsupported
 
 
-class HeuristicProposer:
+class HeuristicProposer(Proposer):
     name = "heuristic"
 
     def __init__(self, seed: int = 0, attempts: int = 40):

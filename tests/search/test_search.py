@@ -8,9 +8,9 @@ import sqlite3
 
 import pytest
 
-from kevolve.agent.archive import Archive
-from kevolve.agent.search import Search, SearchConfig, evolve
+from kevolve.archive import Archive
 from kevolve.schedule import Trace
+from kevolve.search import Search, SearchConfig, evolve
 
 
 def cfg(tmp_path, **kw) -> SearchConfig:
@@ -177,8 +177,9 @@ def test_a_stale_result_whose_trace_no_longer_lowers_leaves_the_population(tmp_p
 def test_population_drop_falls_back_to_the_next_in_the_niche():
     import random
 
-    from kevolve.agent.search import Population
-    from kevolve.agent.types import Result, Scored
+    from kevolve.archive.records import Scored
+    from kevolve.evaluate.job import Result
+    from kevolve.search.population import Population
 
     tj = json.dumps({"op": "softmax", "moves": []})
     pop = Population(random.Random(0))
@@ -283,3 +284,29 @@ def test_evolve_shows_the_proposals_skipped_over_the_devices_limits(tmp_path, mo
     r = CliRunner().invoke(main, args, env={"COLUMNS": "240"})
     assert r.exit_code == 0, r.output
     assert "skipped" in r.output and "shared_memory" in r.output, r.output
+
+
+def test_measure_callbacks_see_every_result_the_archive_holds(tmp_path):
+    """A caller's measure callback receives each result after the archive writer: the same
+    candidates, in the order the archive stored them, with the verdicts it stored."""
+    seen = []
+    s = evolve(cfg(tmp_path, budget=4), callbacks=(seen.append,))
+    with sqlite3.connect(str(tmp_path / "a.db")) as c:
+        rows = c.execute("select candidate_id, verdict, run_hash from results order by id")
+        stored = [tuple(r) for r in rows]
+    assert [(m.candidate, m.result.verdict, m.run_hash) for m in seen] == stored
+    assert len(seen) == s.evaluated + s.reused
+    assert all(m.remeasure_of is None for m in seen)
+
+
+def test_proposers_declare_what_the_search_asks_of_them():
+    from kevolve.errors import UnknownName
+    from kevolve.search.proposers import make, proposer_class
+    from kevolve.search.proposers.base import Proposer
+
+    heuristic = make("heuristic", archive=object(), seed=1)  # not handed the archive
+    assert isinstance(heuristic, Proposer) and not heuristic.needs_archive
+    assert heuristic.fell_back is False and dict(heuristic.skipped) == {}
+    assert proposer_class("claude").needs_archive
+    with pytest.raises(UnknownName, match="unknown proposer 'nope'"):
+        make("nope")

@@ -1,15 +1,14 @@
-"""The evolve loop's data: what is evaluated, what comes back, and the interfaces that
-proposers and executors implement. Plain frozen data, JSON-able, so jobs cross process
-(and Ray) boundaries and results go into the archive unchanged."""
+"""What is evaluated and what comes back: plain frozen data, JSON-able, so jobs cross
+process (and Ray) boundaries and results go into the archive unchanged. The stages a
+candidate passes through, cheapest first, are declared here once."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Protocol
 
 # Verdicts: "ok", or the stage that failed, cheapest first; then what the worker pool
 # records when a worker dies, hangs or grows too large; and "suspicious": a time below the
-# roofline floor that did not go away when timed again (kevolve.agent.search._verify).
+# roofline floor that did not go away when timed again (kevolve.search.verify).
 STAGES = ("legality", "render", "compile", "correctness", "timing")
 FAILURES = STAGES + ("crash", "timeout", "oom", "suspicious")
 
@@ -67,56 +66,3 @@ class Result:
 
 
 _RESULT_FIELDS = frozenset(f.name for f in fields(Result))
-
-
-@dataclass(frozen=True)
-class Scored:
-    """A trace with its evaluation, as proposers see the population."""
-
-    trace_json: str
-    result: Result
-    candidate_id: int | None = None
-    parent_id: int | None = None
-    proposer: str = ""
-
-
-@dataclass(frozen=True)
-class ProposalContext:
-    op_name: str
-    op_text: str  # kevolve.ir.printer.op_text
-    backend: str
-    caps: dict  # the backend's Caps as a dict
-    default_trace_json: str
-    parents: tuple[Scored, ...]  # chosen by the search (best and diverse)
-    best: Scored | None
-    history_size: int
-    seed: int
-    bench_dims: dict = field(default_factory=dict)  # the shape class timing runs at
-    gpu: bool = False
-    ceilings: dict = field(default_factory=dict)  # measured copy bytes/s, matmul FLOP/s
-    similar: tuple[Scored, ...] = ()  # best traces of similar ops (a growing skill library)
-    limits: dict = field(default_factory=dict)  # the device's per-program limits (Backend.limits)
-
-
-@dataclass(frozen=True)
-class Proposal:
-    trace_json: str
-    parent_id: int | None
-    proposer: str
-    note: str = ""  # why (the rule that fired, the LLM's reason)
-
-
-class Proposer(Protocol):
-    name: str
-
-    def propose(self, ctx: ProposalContext, n: int) -> list[Proposal]:
-        """Up to n new traces. Must not raise for bad model output: record and fall back."""
-        ...
-
-
-class Executor(Protocol):
-    def map(self, jobs: list[EvalJob]):
-        """Evaluate jobs; yield (job, Result) as each finishes (any order)."""
-        ...
-
-    def close(self) -> None: ...

@@ -3,12 +3,13 @@
 The prompt carries the op's IR text, the backend's caps, the move grammar, the shape class
 being tuned, the parents with their results and diagnostics, the best so far, and retrieved
 context (kevolve's hardware notes for the backend, and the best traces of similar ops from
-the archive). The answer comes through one tool, `propose_schedules`, whose input schema is
-plain JSON Schema: `{"traces": [{"moves": [...], "decisions": {...}, "reason": "..."}]}`.
+the archive: similar.py). The answer comes through one tool, `propose_schedules` (prompt.py),
+whose input schema is plain JSON Schema:
+`{"traces": [{"moves": [...], "decisions": {...}, "reason": "..."}]}`.
 
 Security: the model never writes code. Each proposed trace is rebuilt from its moves by
 `Trace.from_dict`, replayed with `apply_trace`, lowered and checked against the backend's
-caps and the device's limits here (`check.prove`), and only the canonical
+caps and the device's limits here (`prove.prove`), and only the canonical
 `Trace.to_json()` of a trace that passed leaves this module; kevolve's templates write all
 source from it. Anything else in the answer (text blocks, unknown keys such as "code", a
 string where moves belong) is rejected with a structured error, and the model's `reason`
@@ -23,18 +24,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import Counter
-from dataclasses import asdict, is_dataclass, replace
+from dataclasses import replace
 
-from ...errors import MissingExtra, SetupError
-from ...schedule import MoveError, Trace
-from ...schedule.moves import MOVES, json_schema
-from ..types import Proposal, ProposalContext, Result, Scored
-from .check import Backends, prove
+from ....errors import MissingExtra, SetupError
+from ....schedule import MoveError, Trace
+from ..base import Proposal, ProposalContext, Proposer
+from ..prove import Backends, prove
+from .prompt import TOOL, build_prompt, short, tool_definition
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
-TOOL = "propose_schedules"
 ITEM_KEYS = ("moves", "decisions", "reason", "parent")
 
 
@@ -51,211 +50,16 @@ def _anthropic():
     return anthropic
 
 
-def tool_definition(n: int | None = None) -> dict:
-    """The `propose_schedules` tool, its input schema plain JSON Schema (moves items are
-    kevolve.schedule.moves.json_schema(), the grammar every trace is checked against)."""
-    traces = {"type": "array", "minItems": 1, "items": {
-        "type": "object",
-        "properties": {
-            "moves": {"type": "array", "items": json_schema(), "maxItems": 64},
-            "decisions": {"type": "object", "additionalProperties": {"type": "integer"},
-                          "description": 'values of "$NAME" references used in moves'},
-            "reason": {"type": "string", "maxLength": 300,
-                       "description": "one sentence: why this should be faster"},
-            "parent": {"type": "integer",
-                       "description": "candidate id of the trace this one modifies"},
-        },
-        "required": ["moves"], "additionalProperties": False}}
-    if n:
-        traces["maxItems"] = n
-    return {"name": TOOL,
-            "description": "Propose new schedules (traces of moves) for the operator. "
-                           "kevolve checks each trace, generates the kernel from its own "
-                           "templates, verifies it against a reference and times it.",
-            "input_schema": {"type": "object", "properties": {"traces": traces},
-                             "required": ["traces"], "additionalProperties": False}}
-
-
-def _jsonable(x):
-    if is_dataclass(x) and not isinstance(x, type):
-        x = asdict(x)
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (set, frozenset)):
-        return sorted(_jsonable(v) for v in x)
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    return x
-
-
-def _short(text, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _num(x, digits: int = 4):
-    return float(f"{x:.{digits}g}") if isinstance(x, (int, float)) else x
-
-
-def describe_result(r: Result, ceilings: dict) -> dict:
-    """What a proposer should know about one evaluation, compact."""
-    d = r.diagnostics or {}
-    out = {"verdict": r.verdict}
-    if r.time_ms is not None:
-        out["time_ms"] = _num(r.time_ms)
-    if r.baseline_ms:
-        out["torch_eager_ms"] = _num(r.baseline_ms)
-    if r.max_error is not None:
-        out["max_error"] = _num(r.max_error, 3)
-    if r.message:
-        out["message"] = _short(r.message, 600)
-    bw = d.get("achieved_bytes_per_s")
-    if bw:
-        out["achieved_GB_per_s"] = _num(bw / 1e9)
-        ceil = ceilings.get("copy_bytes_per_s")
-        if ceil:
-            out["pct_of_copy_ceiling"] = round(100 * bw / ceil, 1)
-    flops = d.get("floor_flops")
-    if flops and r.time_ms:
-        out["achieved_GFLOP_per_s"] = _num(flops / (r.time_ms * 1e-3) / 1e9)
-        mm = ceilings.get("matmul_flops")
-        if mm:
-            out["pct_of_matmul_ceiling"] = round(100 * flops / (r.time_ms * 1e-3) / mm, 1)
-    comp = {k.split(".", 1)[1]: (_short(v, 300) if isinstance(v, str) else v)
-            for k, v in d.items() if k.startswith("compiler.")}
-    if comp:
-        out["compiler"] = comp
-    if isinstance(d.get("error"), dict):
-        out["error"] = d["error"]
-    return out
-
-
-def _trace_body(trace_json: str) -> dict:
-    try:
-        d = Trace.from_json(trace_json).to_dict()
-    except MoveError:
-        return {"unreadable": True}
-    return {"moves": d["moves"], "decisions": d["decisions"]}
-
-
-def _scored(s: Scored, ceilings: dict, with_op: bool = False) -> dict:
-    out = {"candidate": s.candidate_id}
-    if with_op:
-        try:
-            out["op"] = Trace.from_json(s.trace_json).op
-        except MoveError:
-            pass
-    out.update(_trace_body(s.trace_json))
-    out["result"] = describe_result(s.result, ceilings)
-    return out
-
-
-def grammar_text() -> str:
-    lines = []
-    for m in MOVES.values():
-        args = ", ".join(f"{k}{'' if k in m.required else '?'}" for k in m.args)
-        lines.append(f"- {m.name}({args}): {m.doc}")
-    return "\n".join(lines)
-
-
-SYSTEM = """You tune the schedule of one tensor operator for kevolve, a kernel search tool.
-A schedule is a trace: a list of moves (JSON objects) applied to the operator's IR, plus
-optional integer `decisions` that moves reference as "$NAME". kevolve checks every move,
-lowers the schedule and writes all kernel source from its own templates, then checks the
-kernel against a float64 reference on random inputs and times it.
-
-Rules:
-- You never write code. Answer only by calling the tool `propose_schedules`; each trace has
-  `moves` (objects of the move grammar), optional `decisions`, a one-sentence `reason`, and
-  optionally `parent` (the candidate id you modified). Anything else is rejected.
-- Name stages and axes exactly as in the IR. A move that creates axes names them with
-  `into` (letters, digits and _ only); later moves use those names.
-- Each trace must differ from the ones shown: explore real alternatives (tile sizes,
-  fusion, reduction strategy, rows per program, vector width, launch hints) guided by the
-  diagnostics (time, achieved bandwidth against the ceiling, compiler messages).
-- If a previous answer was rejected, read the structured errors (move_index, code,
-  message, hint) and fix exactly those moves."""
-
-
-def build_prompt(ctx: ProposalContext, n: int, notes: str = "") -> tuple[str, str]:
-    """(system, user) text for one proposal call."""
-    system = SYSTEM
-    if notes:
-        system += f"\n\nHardware notes for the {ctx.backend} backend:\n{notes.strip()}"
-    ceil = ctx.ceilings or {}
-    parts = [f"# Operator {ctx.op_name}\n{ctx.op_text.strip()}",
-             f"# Backend {ctx.backend}{' (GPU)' if ctx.gpu else ''}: capabilities\n"
-             + json.dumps(_jsonable(ctx.caps), sort_keys=True),
-             "# Shape class being tuned (dims)\n" + json.dumps(ctx.bench_dims, sort_keys=True)]
-    if ceil:
-        parts.append("# Measured hardware ceilings\n" + json.dumps(
-            {k: _num(v) for k, v in ceil.items()}, sort_keys=True))
-    if ctx.limits:
-        parts.append("# Per-program limits of this device (a trace whose estimated shared "
-                     "memory or accumulator registers exceed them is rejected)\n"
-                     + json.dumps(ctx.limits, sort_keys=True))
-    parts.append("# Move grammar (the tool's JSON Schema has the exact argument types)\n"
-                 + grammar_text())
-    parts.append("# Default schedule\n" + json.dumps(_trace_body(ctx.default_trace_json)))
-    if ctx.best is not None:
-        parts.append("# Best so far\n" + json.dumps(_scored(ctx.best, ceil)))
-    if ctx.parents:
-        parts.append("# Parents to improve on (with their results and diagnostics)\n" +
-                     "\n".join(json.dumps(_scored(p, ceil)) for p in ctx.parents))
-    if ctx.similar:
-        parts.append("# Best schedules of similar operators already in the archive (their "
-                     "stage and axis names are theirs: adapt them to this IR)\n" +
-                     "\n".join(json.dumps(_scored(s, ceil, with_op=True))
-                               for s in ctx.similar))
-    parts.append(f"# Task\n{ctx.history_size} candidates evaluated so far. Call "
-                 f"`{TOOL}` once with {n} new, distinct trace(s).")
-    return system, "\n\n".join(parts)
-
-
-def _signature(ir_text: str) -> set[str]:
-    """What kinds of computation an op does: its calls and reductions, operators, number of
-    stages and whether it is jagged (names of buffers and axes do not count)."""
-    lines = [x for x in ir_text.splitlines() if "=" in x and "->" not in x]
-    body = " ".join(x.split("=", 1)[1] for x in lines)
-    toks = {f"call:{t}" for t in re.findall(r"([A-Za-z_]+)\s*[({]", body)}
-    toks |= {f"op:{c}" for c in "+-*/" if c in body}
-    toks.add(f"stages:{min(len(lines), 6)}")
-    if "offsets" in ir_text or "jagged" in ir_text:
-        toks.add("jagged")
-    return toks
-
-
-def similar_ops(archive, op, backend: str, hardware: str | None = None,
-                k: int = 3) -> tuple[Scored, ...]:
-    """The best archived traces of the (at most k) library ops most like `op`, for
-    ProposalContext.similar: a skill library that grows with every search."""
-    from ...ir.printer import op_text
-    from ...ops import LIBRARY
-
-    mine = _signature(op_text(op))
-    found = []
-    for name in archive.op_names():
-        if name == op.name or name not in LIBRARY:
-            continue
-        theirs = _signature(op_text(LIBRARY[name].op))
-        sim = len(mine & theirs) / max(1, len(mine | theirs))
-        if sim <= 0:
-            continue
-        best = archive.best(name, backend, hardware)
-        if best is not None:
-            found.append((-sim, name, best))
-    return tuple(b for _, _, b in sorted(found, key=lambda x: x[:2])[:k])
-
-
 def _err(trace: int | None, e: MoveError | dict) -> dict:
     d = e.to_dict() if isinstance(e, MoveError) else dict(e)
-    d["message"] = _short(d.get("message", ""), 400)
-    d["hint"] = _short(d.get("hint", ""), 300)
+    d["message"] = short(d.get("message", ""), 400)
+    d["hint"] = short(d.get("hint", ""), 300)
     return {"trace": trace, **d}
 
 
-class ClaudeProposer:
+class ClaudeProposer(Proposer):
     name = "claude"
+    needs_archive = True  # reads similar ops' best traces, records token usage
 
     def __init__(self, model: str = DEFAULT_MODEL, seed: int = 0, max_retries: int = 2,
                  client=None, archive=None, max_answer_chars: int = 20000,
@@ -276,7 +80,7 @@ class ClaudeProposer:
                                        "environment (or use --proposer heuristic)")
             client = anthropic.Anthropic()
         self.client = client
-        from .heuristic import HeuristicProposer
+        from ..heuristic import HeuristicProposer
         self._heuristic = HeuristicProposer(seed=seed)
         self._backend = Backends()
         self.seen: set[str] = set()
@@ -319,7 +123,7 @@ class ClaudeProposer:
             except Exception as e:  # API down, auth, rate limits past the SDK's retries
                 kind = "API error" if isinstance(e, self._api_error) else "client error"
                 return self._fall_back(ctx, n, f"{kind}: {type(e).__name__}: "
-                                       f"{_short(e, 300)}")
+                                       f"{short(e, 300)}")
             props, errors, calls = self._read(resp, op, ctx, n, known, default_parent)
             self._record(resp, attempt, f"accepted {len(props)} trace(s)" if props else
                          "rejected: " + ", ".join(sorted({e['code'] for e in errors})))
@@ -348,7 +152,7 @@ class ClaudeProposer:
         for call in calls:
             if call.name != TOOL:
                 errors.append(_err(None, {"move_index": None, "code": "answer.unknown_tool",
-                                          "message": f"unknown tool {_short(call.name, 40)!r}",
+                                          "message": f"unknown tool {short(call.name, 40)!r}",
                                           "hint": f"call {TOOL}"}))
                 continue
             try:
@@ -398,7 +202,7 @@ class ClaudeProposer:
                 parent = parent if isinstance(parent, int) and parent in known \
                     else default_parent
                 reason = item.get("reason")
-                note = _short(reason, 300) if isinstance(reason, str) else ""
+                note = short(reason, 300) if isinstance(reason, str) else ""
                 # The model's reason is a note in the archive, nothing more.
                 out.append(Proposal(key, parent, self.name, note))
         if not out:
@@ -414,7 +218,7 @@ class ClaudeProposer:
         extra = sorted(str(k) for k in item if k not in ITEM_KEYS)
         if extra:
             raise MoveError(None, "schema.unknown_key", f"unknown key(s) "
-                            f"{_short(', '.join(extra), 80)} in a trace",
+                            f"{short(', '.join(extra), 80)} in a trace",
                             "give only moves, decisions, reason and parent: kevolve writes "
                             "all code from the moves")
         if "moves" not in item:
@@ -427,13 +231,13 @@ class ClaudeProposer:
 
     # -- helpers -----------------------------------------------------------------------
     def _op(self, ctx: ProposalContext):
-        from ...ops import LIBRARY
-        from .heuristic import _variant_for
+        from ....ops import LIBRARY
+        from ..heuristic import _variant_for
         opdef = LIBRARY.get(ctx.op_name)
         return _variant_for(opdef, ctx) if opdef is not None else None
 
     def _dims(self, ctx):
-        from ...ops import LIBRARY
+        from ....ops import LIBRARY
         return LIBRARY[ctx.op_name].dims("small")
 
     def _see(self, trace_json: str) -> None:
@@ -467,7 +271,7 @@ class ClaudeProposer:
             self.archive.record_usage(self.name, self.model, 0, 0, note=note)
         props = self._heuristic.propose(ctx, n)
         return [replace(p, proposer=f"{self.name}->heuristic",
-                        note=_short(f"{p.note} [{note}]", 500)) for p in props]
+                        note=short(f"{p.note} [{note}]", 500)) for p in props]
 
 
 def _blocks(resp) -> list[dict]:

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
-from .types import STAGES, EvalJob, Result
+from .job import STAGES, EvalJob, Result
 
 STICKY = ("CUDA error", "illegal memory access", "device-side assert", "unspecified launch")
 
@@ -72,7 +72,7 @@ def _worker_main(conn, lock, held, stage, grouped, slot: int, env: dict) -> None
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     os.environ.update(env)
-    from .evaluate import Evaluator
+    from .evaluator import Evaluator
 
     def on_stage(name: str) -> None:
         stage[slot] = STAGES.index(name) + 1 if name in STAGES else 0

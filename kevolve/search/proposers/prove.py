@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ... import pipeline
-from ...backends.resources import check_fits
+from ...backends.usage import check_fits
 from ...errors import InternalError
+from ...plan.model import Plan
 from ...schedule import Trace
-from ...schedule.plan import Plan
 
 
 class Backends:

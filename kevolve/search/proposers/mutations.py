@@ -486,19 +486,7 @@ def crossover(a: Trace, b: Trace, rng: random.Random) -> Trace | None:
     return rebuild(a, moves_of(a), dec)
 
 
-def features(t: Trace) -> tuple:
-    """MAP-Elites descriptor: reduction strategies, fusion degree, tile class, warps."""
-    moves = moves_of(t)
-    strat = tuple(sorted({m["strategy"] for m in moves if m["m"] == "reduction"}))
-    fusion = sum(m["m"] in ("inline", "compute_at") for m in moves)
-    sizes = [v for v in dict(t.decisions).values()] or [0]
-    tile = max(sizes).bit_length()
-    warps = next((m.get("num_warps", 0) for m in moves if m["m"] == "launch"), 0)
-    splits = sum(m["m"] == "split" for m in moves)
-    return strat, fusion, tile // 2, warps, splits
-
-
 __all__ = ["scale_decision", "scale_warps", "change_stages", "toggle_online", "toggle_precision",
            "toggle_persistent", "toggle_pipeline", "toggle_reduce_split", "vectorize_inner",
            "rows_per_program", "toggle_bulk_copy", "toggle_bulk_write", "contraction_operands",
-           "crossover", "features", "walk"]
+           "crossover", "walk"]

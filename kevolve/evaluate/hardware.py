@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import platform
-import time
 from functools import cache
+
+from .timing import median, time_cpu, time_gpu
 
 
 @cache
@@ -77,17 +78,16 @@ def measure_ceilings(gpu: bool, threads: int | None = None) -> dict:
     if gpu:
         require_gpu()
         import torch
-        from triton.testing import do_bench
         a = torch.empty(1 << 30, dtype=torch.float32, device="cuda")
         b = torch.empty_like(a)
-        t = do_bench(lambda: b.copy_(a), return_mode="median")
+        t = time_gpu(lambda: b.copy_(a))
         copy = 2 * a.numel() * 4 / (t * 1e-3)
         del a, b
         best = 0.0
         for m, k, n in ((8192, 8192, 8192), (8192, 4096, 4096)):
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             w = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-            t = do_bench(lambda x=x, w=w: x @ w, return_mode="median")
+            t = time_gpu(lambda x=x, w=w: x @ w)
             best = max(best, 2 * m * k * n / (t * 1e-3))
         return {"copy_bytes_per_s": copy, "matmul_flops": best}
     threads = threads or os.cpu_count() or 1
@@ -96,14 +96,7 @@ def measure_ceilings(gpu: bool, threads: int | None = None) -> dict:
         import torch
         torch.set_num_threads(threads)
         x = torch.randn(1024, 1024)
-        for _ in range(2):
-            x @ x
-        ts = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            x @ x
-            ts.append(time.perf_counter() - t0)
-        mm = 2 * 1024 ** 3 / sorted(ts)[len(ts) // 2]
+        mm = 2 * 1024 ** 3 / (median(time_cpu(lambda: x @ x, warmup=2, repeat=5)) * 1e-3)
     except ImportError:
         mm = 0.0
     return {"copy_bytes_per_s": copy, "matmul_flops": mm, "copy_threads": threads}
@@ -121,10 +114,40 @@ def cpu_copy_bandwidth(threads: int, n: int = 1 << 26) -> float:
     b = np.empty_like(a)
     cuts = np.linspace(0, n, threads + 1).astype(int)
     parts = [(b[lo:hi], a[lo:hi]) for lo, hi in zip(cuts[:-1], cuts[1:])]
-    ts = []
     with ThreadPoolExecutor(threads) as pool:
-        for _ in range(7):
-            t0 = time.perf_counter()
-            list(pool.map(lambda p: np.copyto(*p), parts))
-            ts.append(time.perf_counter() - t0)
-    return 2 * a.nbytes / sorted(ts)[len(ts) // 2]
+        ms = median(time_cpu(lambda: list(pool.map(lambda p: np.copyto(*p), parts)),
+                             warmup=0, repeat=7))
+    return 2 * a.nbytes / (ms * 1e-3)
+
+
+def last_level_cache_bytes() -> int:
+    """Bytes of last-level cache on this machine (all instances), the larger of what sysfs
+    and sysconf say; 256 MiB when neither says."""
+    import glob
+
+    level, seen = 0, {}
+    for d in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*"):
+        try:
+            with open(f"{d}/type") as f:
+                if f.read().strip() == "Instruction":
+                    continue
+            with open(f"{d}/level") as f:
+                lv = int(f.read())
+            with open(f"{d}/size") as f:
+                size = f.read().strip()
+            with open(f"{d}/shared_cpu_list") as f:
+                shared = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+        nbytes = int(size.rstrip("KMG") or 0) * mult
+        if lv > level:
+            level, seen = lv, {}
+        if lv == level:
+            seen[shared] = nbytes
+    total = sum(seen.values())
+    try:
+        total = max(total, int(os.sysconf("SC_LEVEL3_CACHE_SIZE")))
+    except (ValueError, OSError, AttributeError):
+        pass
+    return total if total > 0 else 256 << 20

@@ -13,9 +13,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from kevolve.agent.executors import LocalExecutor, RayExecutor  # noqa: E402
-from kevolve.agent.types import EvalJob  # noqa: E402
-from kevolve.agent.worker import WorkerPool  # noqa: E402
+from kevolve.evaluate.executors import LocalExecutor, RayExecutor  # noqa: E402
+from kevolve.evaluate.job import EvalJob  # noqa: E402
+from kevolve.evaluate.worker import WorkerPool  # noqa: E402
 from kevolve.ops import LIBRARY  # noqa: E402
 from kevolve.schedule import default_trace  # noqa: E402
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from kevolve.agent.types import Result, Scored
 from kevolve.archive import APPLICATION_ID, Archive, ArchiveError, canonical_trace
 from kevolve.archive import schema as archive_schema
+from kevolve.archive.records import Scored
+from kevolve.evaluate.job import Result
 from kevolve.ir.builder import axes, compute, dims, f32, input, op
 from kevolve.ir.printer import op_text
 from kevolve.schedule.trace import Trace
@@ -670,7 +671,7 @@ def test_processes_creating_one_archive_at_once_all_open_it(tmp_path):
 KILL_WRITER = """
 import sys
 from kevolve.archive import Archive
-from kevolve.agent.types import Result
+from kevolve.evaluate.job import Result
 from kevolve.ir.builder import axes, compute, dims, f32, input, op
 from kevolve.schedule.trace import Trace
 
@@ -751,13 +752,11 @@ def _old_run_hash(source_hash, backend, toolchain, hardware) -> str:
      "gpu:Ünïcode “card”"),
 ])
 def test_run_key_hash_is_the_archived_run_hash(source_hash, backend, toolchain, hardware):
-    from kevolve.agent.search import run_hash
     from kevolve.archive import RunKey
 
     key = RunKey(source_hash, backend, toolchain, hardware)
     want = _old_run_hash(source_hash, backend, toolchain, hardware)
     assert key.stable_hash() == want
-    assert run_hash(source_hash, backend, toolchain, hardware) == want
     # the toolchain's order never matters, and the key is a hashable value
     again = RunKey(source_hash, backend, dict(reversed(list(toolchain.items()))), hardware)
     assert again == key and hash(again) == hash(key) and again.stable_hash() == want
@@ -845,10 +844,8 @@ def test_the_reused_marker_is_added_once():
     assert reused(fail()).message == f"compile failed {REUSED}"
 
 
-def test_one_default_path_and_the_old_module_re_exports_the_archive():
-    import kevolve.agent.archive as shim
+def test_one_default_path():
     import kevolve.archive as archive
-    from kevolve.agent.search import SearchConfig
+    from kevolve.search import SearchConfig
 
-    assert SearchConfig("softmax", "cpu").db == archive.DEFAULT_PATH == shim.DEFAULT_PATH
-    assert shim.Archive is archive.Archive and shim.ArchiveError is archive.ArchiveError
+    assert SearchConfig("softmax", "cpu").db == archive.DEFAULT_PATH

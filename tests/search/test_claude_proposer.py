@@ -21,19 +21,21 @@ try:  # anthropic >= 2 ships its HTTP client as httpx2
 except ImportError:  # pragma: no cover - older SDKs use httpx
     import httpx
 
-from kevolve.agent.proposers import make  # noqa: E402
-from kevolve.agent.proposers.claude import (  # noqa: E402
+from kevolve.archive.records import Scored  # noqa: E402
+from kevolve.backends.notes import available, notes  # noqa: E402
+from kevolve.backends.registry import get as get_backend  # noqa: E402
+from kevolve.evaluate.job import Result  # noqa: E402
+from kevolve.ir.printer import op_text  # noqa: E402
+from kevolve.ops import LIBRARY  # noqa: E402
+from kevolve.schedule import Trace, apply_trace, default_trace, lower  # noqa: E402
+from kevolve.search.proposers import make  # noqa: E402
+from kevolve.search.proposers.base import ProposalContext  # noqa: E402
+from kevolve.search.proposers.llm.claude import (  # noqa: E402
     TOOL,
     ClaudeProposer,
     ClaudeSetupError,
     tool_definition,
 )
-from kevolve.agent.types import ProposalContext, Result, Scored  # noqa: E402
-from kevolve.backends.notes import available, notes  # noqa: E402
-from kevolve.backends.registry import get as get_backend  # noqa: E402
-from kevolve.ir.printer import op_text  # noqa: E402
-from kevolve.ops import LIBRARY  # noqa: E402
-from kevolve.schedule import Trace, apply_trace, default_trace, lower  # noqa: E402
 
 SOFTMAX = LIBRARY["softmax"]
 DIMS = SOFTMAX.dims("small")
@@ -111,7 +113,7 @@ class FakeAPI:
 
 
 class UsageLog:
-    """What the proposer needs of kevolve.agent.archive.Archive: record_usage."""
+    """What the proposer needs of kevolve.archive.Archive: record_usage."""
 
     def __init__(self):
         self.rows = []
@@ -327,8 +329,8 @@ def test_hardware_notes_ship_for_every_backend():
 
 
 def test_similar_ops_come_from_the_archive_most_alike_first(tmp_path):
-    from kevolve.agent.archive import Archive
-    from kevolve.agent.proposers.claude import similar_ops
+    from kevolve.archive import Archive
+    from kevolve.search.proposers.llm.similar import similar_ops
 
     with Archive(tmp_path / "a.db") as a:
         for name in ("log_softmax", "jagged_softmax", "swish_add", "gemm"):
@@ -343,7 +345,7 @@ def test_similar_ops_come_from_the_archive_most_alike_first(tmp_path):
 
 
 def test_usage_goes_to_a_real_archive(tmp_path):
-    from kevolve.agent.archive import Archive
+    from kevolve.archive import Archive
 
     with Archive(tmp_path / "a.db") as a:
         p = proposer(FakeAPI(text_answer("no"), tool_answer({"traces": GOOD}, n=2)), archive=a)
@@ -358,7 +360,7 @@ def test_evolve_with_claude_on_the_fake_transport(tmp_path):
     archive; the search finishes its budget either way."""
     import sqlite3
 
-    from kevolve.agent.search import SearchConfig, evolve
+    from kevolve.search import SearchConfig, evolve
 
     bad = {"traces": [{"moves": "__global__ void k() {}"}]}
     api = FakeAPI(tool_answer({"traces": GOOD[:1]}, n=1),

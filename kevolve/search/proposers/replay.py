@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ...schedule import Trace
-from ..types import Proposal, ProposalContext
+from .base import Proposal, ProposalContext, Proposer
 
 
 def read_traces(path: str | Path) -> list[str]:
@@ -21,7 +21,7 @@ def read_traces(path: str | Path) -> list[str]:
     return [Trace.from_dict(d).to_json() for d in items]
 
 
-class ReplayProposer:
+class ReplayProposer(Proposer):
     name = "replay"
 
     def __init__(self, path: str | Path, **_):

@@ -7,9 +7,9 @@ import random
 from dataclasses import asdict
 
 from kevolve import ops
-from kevolve.agent.proposers import mutations as mu
 from kevolve.backends.registry import get as get_backend
 from kevolve.schedule import Trace, apply_trace, default_trace, lower
+from kevolve.search.proposers import mutations as mu
 
 
 def _default(name: str):
@@ -195,9 +195,11 @@ def test_change_group_halves_or_doubles_the_grouped_rows_of_a_2d_grid():
 def test_the_leader_gets_every_kind_of_mutation_before_any_twice():
     """Improvements come in chains of single moves: the best parent tries each kind once
     before the proposer repeats one on it (a random pick repeats within a few draws)."""
-    from kevolve.agent.proposers.heuristic import HeuristicProposer
-    from kevolve.agent.types import Proposal, ProposalContext, Result, Scored
+    from kevolve.archive.records import Scored
+    from kevolve.evaluate.job import Result
     from kevolve.ir.printer import op_text
+    from kevolve.search.proposers.base import Proposal, ProposalContext
+    from kevolve.search.proposers.heuristic import HeuristicProposer
 
     op, dims, t = _default("gemm_bias_gelu")
     leader = Scored(t.to_json(), Result("ok", time_ms=0.5), 1)
@@ -222,9 +224,11 @@ def test_the_proposer_goes_a_step_further_when_the_neighbourhood_is_used_up():
     """One parent has a few dozen single-move neighbours: once all are seen, a mutation
     that lands on a seen trace is followed by another, so the search does not stall
     (the H200's gemm search from scratch stopped at 162 of its 300 for lack of this)."""
-    from kevolve.agent.proposers.heuristic import HeuristicProposer
-    from kevolve.agent.types import ProposalContext, Result, Scored
+    from kevolve.archive.records import Scored
+    from kevolve.evaluate.job import Result
     from kevolve.ir.printer import op_text
+    from kevolve.search.proposers.base import ProposalContext
+    from kevolve.search.proposers.heuristic import HeuristicProposer
 
     op, dims, t = _default("gemm_bias_gelu")
     leader = Scored(t.to_json(), Result("ok", time_ms=0.5), 1)

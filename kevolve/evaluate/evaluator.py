@@ -1,150 +1,30 @@
-"""Checking and timing one kernel: the stages a candidate passes through.
+"""Checking and timing one kernel: the stages a candidate passes through (job.STAGES).
 
-Correctness is judged against the float64 reference interpreter with a tolerance by
-output dtype; outputs are poisoned with NaN first (NaN never passes) and inputs must come
-back unchanged, after the checks and after timing (a kernel that writes its inputs while
-being timed would corrupt the inputs later candidates are checked on). Where the benchmark
-shape was checked, the outputs the kernel leaves when called again on the same buffers (by
-timing, or once more) are checked too: one right once but not when called repeatedly (it
-accumulates into outputs it expects zeroed) fails. Timing is a median after warm-up
-(device events through `triton.testing.do_bench` on GPUs; `perf_counter` on CPUs). An
-unexpected exception anywhere is a `crash` result, never the end of a worker."""
+Correctness is judged against the float64 reference (oracle.py) with a tolerance by
+output dtype (check.py); outputs are poisoned with NaN first (NaN never passes) and inputs
+must come back unchanged, after the checks and after timing (a kernel that writes its inputs
+while being timed would corrupt the inputs later candidates are checked on). Where the
+benchmark shape was checked, the outputs the kernel leaves when called again on the same
+buffers (by timing, or once more) are checked too: one right once but not when called
+repeatedly (it accumulates into outputs it expects zeroed) fails. Timing is a median after
+warm-up (timing.py: device events on GPUs, `perf_counter` on CPUs). An unexpected exception
+anywhere is a `crash` result, never the end of a worker."""
 
 from __future__ import annotations
 
-import statistics
 import time
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from ..backends.compiler_reports import totals
 from ..errors import CandidateError, InternalError, KevolveError, LaunchError, WrongResult
-from ..ir.interp import bind_dims, output_shapes
-from ..ir.nodes import Op
-from .types import EvalJob, Result
-
-# |got - ref| <= atol + rtol * |ref|, per output dtype. fp32 kernels must be accurate to
-# fp32 (a tf32 or bf16 shortcut fails); bf16/f16 outputs are judged at their precision.
-TOLERANCE = {"f32": (2e-4, 2e-5), "bf16": (2e-2, 2e-2), "f16": (4e-3, 4e-3),
-             "i32": (0.0, 0.0), "i64": (0.0, 0.0)}
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    ok: bool
-    max_error: float
-    message: str = ""
-
-
-def compare(op: Op, got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> CheckResult:
-    worst = 0.0
-    for name in op.outputs:
-        dtype = op.stage(name).out.dtype.name
-        rtol, atol = TOLERANCE[dtype]
-        r = np.asarray(ref[name], dtype=np.float64)
-        g = np.asarray(got[name], dtype=np.float64)
-        if g.shape != r.shape:
-            return CheckResult(False, float("inf"), f"{name}: shape {g.shape} != {r.shape}")
-        care = ~np.isnan(r)  # elements no stage writes are don't-care
-        gc, rc = g[care], r[care]
-        if np.isnan(gc).any():
-            k = int(np.flatnonzero(np.isnan(g) & care)[0])
-            return CheckResult(False, float("inf"), f"{name}: NaN at flat index {k} "
-                               f"({int(np.isnan(gc).sum())} NaNs: unwritten or invalid)")
-        if gc.size == 0:
-            continue
-        err = np.abs(gc - rc)
-        worst = max(worst, float(err.max()))
-        # The absolute part scales with the output's magnitude: a sum of many terms that
-        # nearly cancel carries the rounding of its terms, not of its (small) result.
-        scale = max(1.0, float(np.sqrt(np.mean(rc * rc))))
-        bad = err > atol * scale + rtol * np.abs(rc)
-        if bad.any():
-            k = int(np.flatnonzero(care)[np.flatnonzero(bad)[0]])
-            idx = np.unravel_index(k, g.shape)
-            return CheckResult(False, worst, f"{name}: {int(bad.sum())} of {gc.size} elements "
-                               f"off; first at {tuple(int(i) for i in idx)}: got "
-                               f"{g[idx]:.6g}, want {r[idx]:.6g}")
-    return CheckResult(True, worst)
-
-
-def alloc_outputs(op: Op, dims: dict[str, int], lib: str = "numpy", device: str = "cpu"):
-    """NaN-poisoned outputs (ints get a sentinel) in the representation a backend takes."""
-    shapes = output_shapes(op, dims)
-    out = {}
-    for name, shape in shapes.items():
-        dt = op.stage(name).out.dtype
-        if lib == "numpy":
-            a = np.empty(shape, dtype=dt.np)
-            a.fill(np.nan if dt.is_float else -7)
-        else:
-            import torch
-            a = torch.full(shape, float("nan") if dt.is_float else -7,
-                           dtype=torch_dtype(dt.name), device=device)
-        out[name] = a
-    return out
-
-
-def torch_dtype(name: str):
-    import torch
-    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
-            "i32": torch.int32, "i64": torch.int64}[name]
-
-
-def inputs_for(op: Op, host: dict[str, np.ndarray], lib: str = "numpy", device: str = "cpu"):
-    out = {}
-    for b in op.inputs:
-        a = np.ascontiguousarray(host[b.name]).astype(b.dtype.np, copy=False)
-        if lib == "numpy":
-            out[b.name] = a.copy()
-        else:
-            import torch
-            out[b.name] = torch.from_numpy(a.copy()).to(device=device,
-                                                        dtype=torch_dtype(b.dtype.name))
-    return out
-
-
-def to_host(x) -> np.ndarray:
-    if isinstance(x, np.ndarray):
-        return x
-    return x.detach().float().cpu().numpy() if x.dtype.is_floating_point else \
-        x.detach().cpu().numpy()
-
-
-def unchanged(before: dict, after: dict) -> str | None:
-    """Name of the first input a kernel modified, or None."""
-    for k, v in before.items():
-        a, b = to_host(v), to_host(after[k])
-        if not np.array_equal(a, b, equal_nan=True):
-            return k
-    return None
-
-
-def time_cpu(fn, warmup: int = 3, repeat: int = 15) -> list[float]:
-    """Milliseconds of each repeat after warm-up."""
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1e3)
-    return out
-
-
-def time_gpu(fn, warmup_ms: int = 25, rep_ms: int = 100) -> float:
-    """Median milliseconds with CUDA events (triton.testing.do_bench flushes L2 between
-    runs, so inputs come from DRAM as they would in a model)."""
-    from triton.testing import do_bench
-    return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
-
-
-def median(xs: list[float]) -> float:
-    return float(statistics.median(xs))
-
-
+from ..ir.interp import bind_dims
+from .check import alloc_outputs, compare, copy_arrays, inputs_for, to_host, unchanged
+from .job import EvalJob, Result
+from .oracle import reference
+from .timing import median, time_cpu, time_gpu
 
 # -- one candidate, stage by stage ------------------------------------------------------
 
@@ -237,15 +117,7 @@ class Evaluator:
     def _reference(self, opdef, op, case, key, gpu, ins):
         if key in self._refs:
             return self._refs[key]
-        if gpu:
-            import torch
-            t64 = {k: (v.double() if v.is_floating_point() else v) for k, v in ins.items()}
-            with torch.no_grad():
-                ref = {k: v.double().cpu().numpy() for k, v in
-                       opdef.torch_eager(t64, case.params).items()}
-        else:
-            from ..ir.interp import run
-            ref = run(op, case.inputs, case.params)
+        ref = reference(opdef, op, case, ins if gpu else None)
         if len(self._refs) > 8:
             self._refs.clear()
         self._refs[key] = ref
@@ -267,7 +139,7 @@ class Evaluator:
         ckey, (case, ins) = self._case(opdef, op, shape, seed, lib, device)
         dims = bind_dims(op, case.inputs, case.params)
         src, k = self._kernel(op, trace, be, dims, diag)
-        before = _copy(ins, lib)
+        before = copy_arrays(ins, lib)
         outs = alloc_outputs(op, dims, lib, device)
         self._enter("correctness")
         self._call(k, ins, outs, case.params, sync)
@@ -332,7 +204,7 @@ class Evaluator:
 
         fl = floor(op, case.inputs, case.params)
         diag.update(floor_bytes=fl.bytes, floor_flops=fl.flops)
-        before = _copy(ins, lib)
+        before = copy_arrays(ins, lib)
         self._enter("timing")
         lock = self.timing_lock
         if lock is not None:
@@ -406,10 +278,6 @@ def launch_failure(e: Exception, stage: str) -> CandidateError:
     out of registers, too much shared memory) are compile failures wherever they surface."""
     compile_ = any(c.__name__ in COMPILE_ERRORS for c in type(e).__mro__)
     return LaunchError(f"{type(e).__name__}: {e}", "compile" if compile_ else stage)
-
-
-def _copy(arrays: dict, lib: str) -> dict:
-    return {n: (v.clone() if lib == "torch" else v.copy()) for n, v in arrays.items()}
 
 
 def _set_threads(n: int) -> None:

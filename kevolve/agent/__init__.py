@@ -1,1 +1,0 @@
-"""The evolve loop: evaluation, archive, search, proposers, executors."""
