@@ -12,7 +12,6 @@ from ..plan.model import Plan
 from ..schedule.errors import MoveError
 from ..schedule.state import Schedule
 from .target import Target
-from .toolchain import cache_dir  # noqa: F401  (re-exported: it lives in toolchain.py)
 
 
 @dataclass(frozen=True)

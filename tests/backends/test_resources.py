@@ -21,7 +21,8 @@ from kevolve.backends.triton import TritonBackend
 from kevolve.backends.usage import Usage, check_fits, resident_programs
 from kevolve.ir.printer import op_text
 from kevolve.ops import LIBRARY
-from kevolve.schedule import MoveError, Trace, apply_trace, lower
+from kevolve.plan import lower
+from kevolve.schedule import MoveError, Trace, apply_trace
 
 # every Triton result of a gemm_bias_gelu candidate in three committed H200 archives
 RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "h200_gemm_bias_gelu_results.json"

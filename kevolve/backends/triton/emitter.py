@@ -20,9 +20,9 @@ from ...ir.nodes import (
     substitute_axes,
     walk,
 )
-from ...schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
+from ...plan.model import AxisMap, KernelPlan, Plan, PLoop, Step
+from ...plan.walk import grid_count, levels, reduces_in
 from ..pyexpr import Ctx, PyLang, axes_in, emit, linear_offset, mask_of
-from ..tilewriter import grid_count, levels, reduces_in
 from . import bulk, gelu
 
 TL = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16", "i32": "tl.int32",
