@@ -22,7 +22,6 @@ LAYERS: dict[str, int] = {
     "kevolve": 5,  # the package's lazy face over api
     "kevolve.errors": 0,
     "kevolve.assets": 0,
-    "kevolve.resources": 0,
     "kevolve.ir": 1,
     "kevolve.ops": 2,
     "kevolve.schedule": 2,

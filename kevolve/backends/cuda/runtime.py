@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ...assets import templates_dir
 from ...ir.interp import bind_dims
 from ...ir.nodes import op_dims
-from ...resources import templates_dir
 from ..base import Kernel, KernelSource
 from ..toolchain import atomic_write, cache_dir, find_tool, run_tool, version_tag
 
