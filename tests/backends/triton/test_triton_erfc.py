@@ -22,7 +22,7 @@ from kevolve.ir.builder import axes, compute, dims, erf, input, op
 from kevolve.plan import lower
 from kevolve.schedule import apply_trace, default_trace
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _source(body_of, interpret: bool = True, dtype: str = "f32"):
