@@ -19,7 +19,8 @@ from .backends.registry import get as get_backend
 from .backends.registry import names as backend_names
 from .ir.nodes import Op
 from .pipeline import as_trace
-from .schedule import Plan, Schedule
+from .plan.model import Plan
+from .schedule import Schedule
 
 
 def schedule(op: Op, trace=None, dims: dict[str, int] | None = None) -> Schedule:

@@ -20,9 +20,9 @@ import traceback
 
 import click
 
+from .assets import version
 from .commands import COMMANDS
 from .errors import CandidateError, UserError
-from .resources import version
 
 EXIT_CANDIDATE_FAILED = 1
 EXIT_USER_ERROR = 2

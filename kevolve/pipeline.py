@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from .backends.base import Backend, Kernel, KernelSource
 from .errors import InternalError, KevolveError
 from .ir.nodes import Op
-from .schedule import Plan, Schedule, Trace, apply_trace, default_trace
-from .schedule import lower as lower_plan
+from .plan.lower import lower as lower_plan
+from .plan.model import Plan
+from .schedule import Schedule, Trace, apply_trace, default_trace
 from .schedule.errors import MoveError
 
 __all__ = ["STAGES", "Lowered", "Compiled", "as_trace", "schedule", "lower", "compile",

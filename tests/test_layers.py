@@ -22,7 +22,6 @@ LAYERS: dict[str, int] = {
     "kevolve": 5,  # the package's lazy face over api
     "kevolve.errors": 0,
     "kevolve.assets": 0,
-    "kevolve.resources": 0,
     "kevolve.ir": 1,
     "kevolve.ops": 2,
     "kevolve.schedule": 2,
@@ -43,8 +42,9 @@ LAYERS: dict[str, int] = {
 # (importer, imported) pairs that break the law today; each restructuring step deletes its
 # lines. A new violation fails the test; so does a line here that no longer applies.
 ALLOWED: set[tuple[str, str]] = {
-    # compatibility re-export, removed at integration (plans moved to kevolve.plan)
-    ("kevolve.schedule.lower", "kevolve.plan.lower"),
+    # compatibility re-exports for kevolve.agent and tests/agent only (plans moved to
+    # kevolve.plan); deleted at integration, once kevolve/agent has moved to evaluate/search
+    ("kevolve.schedule", "kevolve.plan.lower"),
     ("kevolve.schedule.plan", "kevolve.plan.model"),
 }
 ALLOWED_CYCLES: set[frozenset[str]] = set()

@@ -66,7 +66,7 @@ def test_wheel_ships_templates_and_every_package(wheel):
 def test_installed_copy_finds_its_templates(wheel, tmp_path):
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    got = _python("import kevolve, kevolve.resources as r\n"
+    got = _python("import kevolve, kevolve.assets as r\n"
                   "print(kevolve.__file__); print(r.templates_dir())", site)
     kevolve_file, templates = got.splitlines()
     assert Path(kevolve_file).is_relative_to(site)
@@ -75,13 +75,13 @@ def test_installed_copy_finds_its_templates(wheel, tmp_path):
 
 
 def test_checkout_finds_its_templates():
-    got = _python("import kevolve.resources as r; print(r.templates_dir())", REPO)
+    got = _python("import kevolve.assets as r; print(r.templates_dir())", REPO)
     assert Path(got) == REPO / "templates"
 
 
 def test_header_template_renders_strictly():
     jinja2 = pytest.importorskip("jinja2")
-    from kevolve.resources import templates_dir
+    from kevolve.assets import templates_dir
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()),
                              undefined=jinja2.StrictUndefined)
@@ -104,14 +104,14 @@ def test_checkout_and_install_report_one_version(wheel, tmp_path):
     shutil.copy2(REPO / "pyproject.toml", bare)
     for name in ("kevolve", "templates"):
         shutil.copytree(REPO / name, bare / name, ignore=ignore)
-    code = "import kevolve.resources as r; print(r.version())"
+    code = "import kevolve.assets as r; print(r.version())"
     installed, checkout = _python(code, site), _python(code, bare)
     assert installed == checkout
     assert installed != "0+checkout"
 
 
 def test_checkout_version_without_a_readable_pyproject(tmp_path):
-    from kevolve.resources import checkout_version
+    from kevolve.assets import checkout_version
 
     assert checkout_version(tmp_path / "missing.toml") == "0+checkout"
     (tmp_path / "broken.toml").write_text("[project\nversion = ")

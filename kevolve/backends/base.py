@@ -12,7 +12,6 @@ from ..plan.model import Plan
 from ..schedule.errors import MoveError
 from ..schedule.state import Schedule
 from .target import Target
-from .toolchain import cache_dir  # noqa: F401  (re-exported: it lives in toolchain.py)
 
 
 @dataclass(frozen=True)
@@ -135,7 +134,7 @@ class Backend:
         (the bench calls it before torch.compile runs)."""
 
     def usage(self, plan: Plan) -> tuple:
-        """Estimated per-program needs of the plan's kernels (resources.Usage), which
+        """Estimated per-program needs of the plan's kernels (usage.Usage), which
         proposers hold against `limits()` to skip what cannot compile or would spill.
         Empty where this backend makes no estimate."""
         return ()

@@ -21,9 +21,9 @@ from .cstyle.languages import CLanguage
 from .cstyle.scalar import ScalarEmitter
 from .target import Target
 from .templating import banner, render
-from .toolchain import CompileError, c_compile_log, cache_dir, cc_version, run_tool
+from .toolchain import c_compile_log, cache_dir, cc_version, run_tool
 
-__all__ = ["CpuBackend", "CompileError", "CFLAGS", "LDFLAGS", "compile_c"]
+__all__ = ["CpuBackend", "CFLAGS", "LDFLAGS", "compile_c"]
 
 CPU_LANG = CLanguage()
 

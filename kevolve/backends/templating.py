@@ -6,7 +6,7 @@ from functools import lru_cache
 
 import jinja2
 
-from ..resources import templates_dir, version
+from ..assets import templates_dir, version
 
 
 @lru_cache(maxsize=1)

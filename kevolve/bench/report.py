@@ -300,7 +300,7 @@ def charts(res: dict) -> list[dict]:
 def _environment():
     import jinja2
 
-    from ..resources import templates_dir
+    from ..assets import templates_dir
 
     return jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()),
                               autoescape=True, undefined=jinja2.StrictUndefined,

@@ -68,7 +68,8 @@ def test_a_triton_kernel_reports_its_launch_at_each_new_shape(monkeypatch):
     of the latest new shape (the evaluator's last new shape is the bench shape)."""
     import kevolve.backends.triton.backend as tb
     from kevolve import ops
-    from kevolve.schedule import apply_trace, default_trace, lower
+    from kevolve.plan import lower
+    from kevolve.schedule import apply_trace, default_trace
 
     launches = []
 

@@ -9,7 +9,7 @@ from kevolve.backends.base import KernelSource
 from kevolve.backends.cuda import CudaBackend
 from kevolve.backends.cuda.runtime import compile_cubin
 from kevolve.backends.hip import HipBackend
-from kevolve.backends.tools import tool_version
+from kevolve.backends.toolchain import tool_version
 from kevolve.evaluate.hardware import toolchain
 
 

@@ -14,7 +14,8 @@ from kevolve.evaluate.evaluator import Evaluator
 from kevolve.evaluate.job import EvalJob
 from kevolve.ir.interp import run as reference
 from kevolve.ops import LIBRARY
-from kevolve.schedule import apply_trace, default_trace, lower
+from kevolve.plan import lower
+from kevolve.schedule import apply_trace, default_trace
 
 SOFTMAX = LIBRARY["softmax"]
 SMALL = SOFTMAX.shape("small")  # 6 x 50

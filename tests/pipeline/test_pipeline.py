@@ -133,7 +133,7 @@ def test_only_the_pipeline_runs_the_stages():
 
 def test_the_law_sees_a_copy_of_the_pipeline(tmp_path):
     copy = tmp_path / "copy.py"
-    copy.write_text("from ..schedule import apply_trace, lower as lw\n"
+    copy.write_text("from ..schedule import apply_trace\nfrom ..plan import lower as lw\n"
                     "def f(op, t, d, be):\n    s = apply_trace(op, t)\n    p = lw(s, d)\n"
                     "    return be.render(p)\n")
     assert _stages_called(copy) == {"apply_trace", "lower", "render"}

@@ -3,6 +3,5 @@ the runtime that compiles and loads its modules (runtime.py: nvcc → cubin, CuP
 cuda-python loaders, the CPU emulator), which the HIP-on-CUDA path shares."""
 
 from .backend import CUDA_CAPS, CudaBackend
-from .runtime import CompileError
 
-__all__ = ["CUDA_CAPS", "CompileError", "CudaBackend"]
+__all__ = ["CUDA_CAPS", "CudaBackend"]

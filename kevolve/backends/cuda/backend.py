@@ -19,7 +19,7 @@ from ..target import Target
 from ..toolchain import CompileError, find_tool, tool_version
 from .runtime import CubinRunner, compile_cubin, cuda_available, emulated_kernel
 
-__all__ = ["CudaBackend", "CompileError", "CUDA_CAPS", "CUDA_LANG"]
+__all__ = ["CudaBackend", "CUDA_CAPS", "CUDA_LANG"]
 
 CUDA_LANG = CudaLanguage()
 

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ...assets import templates_dir
 from ...ir.interp import bind_dims
 from ...ir.nodes import op_dims
-from ...resources import templates_dir
 from ..base import Kernel, KernelSource
-from ..toolchain import CompileError, atomic_write, cache_dir, find_tool, run_tool, version_tag
+from ..toolchain import atomic_write, cache_dir, find_tool, run_tool, version_tag
 
-__all__ = ["CompileError", "CubinRunner", "compile_cubin", "compile_emulated", "cuda_available",
+__all__ = ["CubinRunner", "compile_cubin", "compile_emulated", "cuda_available",
            "emulated_kernel", "emulated_runner", "find_tool"]
 
 

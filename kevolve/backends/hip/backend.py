@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import threading
 
-from ...resources import templates_dir
+from ...assets import templates_dir
 from ...schedule.errors import MoveError
 from ..base import Backend, Caps, Kernel, KernelSource, check_caps
 from ..compiler_reports import parse_amd_remarks, parse_ptxas

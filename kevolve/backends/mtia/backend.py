@@ -13,11 +13,11 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ...assets import templates_dir
 from ...ir.interp import eval_int
 from ...ir.nodes import Load, op_dims, walk
 from ...plan.model import KernelPlan, Plan
 from ...plan.walk import grid_count
-from ...resources import templates_dir
 from ...schedule.errors import MoveError
 from ..base import Backend, Caps, Kernel, KernelSource, check_caps
 from ..cstyle.host import c_signature, host_parts, launch_args

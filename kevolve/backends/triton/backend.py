@@ -13,10 +13,11 @@ from pathlib import Path
 from ...errors import MissingExtra
 from ...ir.interp import bind_dims
 from ...schedule.errors import MoveError
-from ..base import Backend, Caps, Kernel, KernelSource, cache_dir, check_caps
+from ..base import Backend, Caps, Kernel, KernelSource, check_caps
 from ..compiler_reports import triton_jit
 from ..target import Target
 from ..templating import banner, render
+from ..toolchain import cache_dir
 from . import bulk, ptxas
 from .emitter import render_module
 from .usage import dot_usage

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from ...errors import CandidateError
 from ...ir.interp import eval_int
 from ...ir.nodes import AxisRef, Buffer, Const, Load, product_factors
-from ...schedule.plan import AxisMap, KernelPlan, Plan, Step
+from ...plan.model import AxisMap, KernelPlan, Plan, Step
 
 MAX_BOX = 256  # lanes per dimension of one copy-engine box
 MIN_ROW_BYTES = 16  # the box's innermost dimension, and the buffer's row stride, in bytes

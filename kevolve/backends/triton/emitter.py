@@ -20,9 +20,9 @@ from ...ir.nodes import (
     substitute_axes,
     walk,
 )
-from ...schedule.plan import AxisMap, KernelPlan, Plan, PLoop, Step
+from ...plan.model import AxisMap, KernelPlan, Plan, PLoop, Step
+from ...plan.walk import grid_count, grid_decode, levels, reduces_in
 from ..pyexpr import Ctx, PyLang, axes_in, emit, linear_offset, mask_of
-from ..tilewriter import grid_count, levels, reduces_in
 from . import bulk, gelu
 
 TL = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16", "i32": "tl.int32",
@@ -166,24 +166,8 @@ class KernelWriter:
             self.w(f"pid = tile{wide}")
         else:
             self.w(f"pid = tl.program_id(0){wide}")
-        if k.group_m and len(g) == 2:
-            a, b = g
-            self.w(f"n_a = {counts[0]}")
-            self.w(f"n_b = {counts[1]}")
-            self.w(f"per_group = {k.group_m} * n_b")
-            self.w(f"first = (pid // per_group) * {k.group_m}")
-            self.w(f"gsize = tl.minimum(n_a - first, {k.group_m})")
-            self.w(f"g_{a.name} = first + (pid % per_group) % gsize")
-            self.w(f"g_{b.name} = (pid % per_group) // gsize")
-        else:
-            rest = "pid"
-            for lp, c in reversed(list(zip(g, counts))):
-                if lp is g[0]:
-                    self.w(f"g_{lp.name} = {rest}")
-                else:
-                    self.w(f"g_{lp.name} = {rest} % ({c})")
-                    self.w(f"rest_{lp.name} = {rest} // ({c})")
-                    rest = f"rest_{lp.name}"
+        for v, e in grid_decode(k, counts, div="//", minimum="tl.minimum"):
+            self.w(f"{v} = {e}")
         for lp in g:
             self.var[lp.name] = f"g_{lp.name}"
 

@@ -1,7 +1,7 @@
 """The erf GELU's numerics on the Triton backend: the fits behind the module helpers
 `_kv_erfc` and `_kv_gauss_gate` (written by templates/triton/module.j2 from what
 `helpers` returns) and the spelling of each call. Why these forms and what they cost on
-the H200: docs/numerics.md. tests/backends/test_triton_erfc.py holds every figure below
+the H200: docs/numerics.md. tests/backends/triton/test_triton_erfc.py holds every figure below
 (its bounds a little above each).
 
 The contract. Relative errors: "exact" is the fit alone in double precision, "in f32" the

@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from ..tools import tool_version
+from ..toolchain import tool_version
 
 ENV = "TRITON_PTXAS_PATH"
 CHOICES = ("auto", "triton", "torch")

@@ -5,7 +5,7 @@ compile; held against the device by backends/usage.py's `check_fits`."""
 from __future__ import annotations
 
 from ...ir.nodes import Load, product_factors
-from ...schedule.plan import KernelPlan, Plan, Step
+from ...plan.model import KernelPlan, Plan, Step
 from ..usage import Usage
 from .bulk import copied_in_bulk, staging_bytes
 

@@ -24,7 +24,7 @@ from kevolve.backends.triton import TritonBackend
 from kevolve.schedule import MoveError, Trace
 from kevolve.search.proposers import mutations as mu
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GPU = {"M": 8192, "K": 4096, "N": 4096}
 BULK = {b: bc.bulk_copies("acc", b)[0] for b in ("A", "W")}
 
@@ -188,7 +188,7 @@ def test_transposed_operands_through_descriptors_match_the_reference_interpreter
     after the load; tails in every dim (zero-filled past the ends), fresh inputs per seed,
     NaN-poisoned outputs."""
     shapes = [{"M": 40, "K": 24, "N": 72}, {"M": 64, "K": 32, "N": 32}]
-    p = subprocess.run([sys.executable, "-c", SCRIPT, str(Path(__file__).parent),
+    p = subprocess.run([sys.executable, "-c", SCRIPT, str(Path(__file__).resolve().parents[1]),
                         json.dumps(shapes)], capture_output=True, text=True, timeout=600,
                        cwd=REPO, env=dict(os.environ, TRITON_INTERPRET="1",
                                           PYTHONPATH=str(REPO)))

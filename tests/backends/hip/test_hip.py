@@ -271,7 +271,7 @@ def test_vector_cache_variants_compile_for_amd(hipcc):
 
 
 def test_vector_cache_variants_compile_as_hip_on_cuda(nvcc, tmp_path):
-    from kevolve.resources import templates_dir
+    from kevolve.assets import templates_dir
 
     def build(case):
         cid, name, moves, sd, _ = case

@@ -24,7 +24,7 @@ import backend_checks as bc
 import pytest
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
+REPO = HERE.parents[2]
 DRIVER = HERE / "triton_interpret_driver.py"
 
 pytestmark = pytest.mark.skipif(
@@ -74,7 +74,8 @@ def _driver(pending: list[dict], env: dict) -> tuple[int, list[str], str]:
 def run_driver(jobs: list[dict]) -> dict[str, dict]:
     """Results by job id; restarts the driver after a job that killed or stalled it."""
     env = dict(os.environ, TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+               PYTHONPATH=os.pathsep.join([str(REPO), str(HERE.parent),  # + backend_checks
+                                          os.environ.get("PYTHONPATH", "")]))
     results: dict[str, dict] = {}
     pending = list(jobs)
     while pending:

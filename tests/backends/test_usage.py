@@ -20,7 +20,8 @@ from kevolve.backends.usage import Usage, check_fits, resident_programs
 from kevolve.evaluate.job import Result
 from kevolve.ir.printer import op_text
 from kevolve.ops import LIBRARY
-from kevolve.schedule import MoveError, Trace, apply_trace, lower
+from kevolve.plan import lower
+from kevolve.schedule import MoveError, Trace, apply_trace
 from kevolve.search.proposers.base import ProposalContext
 from kevolve.search.proposers.heuristic import HeuristicProposer
 from kevolve.search.proposers.prove import prove

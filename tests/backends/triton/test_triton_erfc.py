@@ -19,9 +19,10 @@ import pytest
 
 from kevolve.backends.triton import TritonBackend
 from kevolve.ir.builder import axes, compute, dims, erf, input, op
-from kevolve.schedule import apply_trace, default_trace, lower
+from kevolve.plan import lower
+from kevolve.schedule import apply_trace, default_trace
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _source(body_of, interpret: bool = True, dtype: str = "f32"):

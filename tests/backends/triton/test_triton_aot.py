@@ -24,7 +24,8 @@ from kevolve.backends.triton.aot import (
     parse_ptxas,
     specialize,
 )
-from kevolve.schedule import Trace, apply_trace, default_trace, lower
+from kevolve.plan import lower
+from kevolve.schedule import Trace, apply_trace, default_trace
 
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton"),

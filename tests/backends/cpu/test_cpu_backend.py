@@ -12,7 +12,8 @@ import pytest
 
 from kevolve import ops
 from kevolve.backends.base import Backend, Kernel, KernelSource
-from kevolve.backends.cpu import CFLAGS, CompileError, CpuBackend
+from kevolve.backends.cpu import CFLAGS, CpuBackend
+from kevolve.errors import CompileError
 from kevolve.ir.interp import run as reference
 
 BE = CpuBackend()

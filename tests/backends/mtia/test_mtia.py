@@ -15,12 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from kevolve import api, ops
+from kevolve.assets import templates_dir
 from kevolve.backends import registry
 from kevolve.backends.mtia import MachineModel, MtiaBackend
 from kevolve.cli import main
 from kevolve.evaluate import check as ev
 from kevolve.ir.interp import bind_dims, run
-from kevolve.resources import templates_dir
 from kevolve.schedule.errors import MoveError
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
