@@ -27,7 +27,8 @@ from kevolve.backends.registry import get as get_backend  # noqa: E402
 from kevolve.evaluate.job import Result  # noqa: E402
 from kevolve.ir.printer import op_text  # noqa: E402
 from kevolve.ops import LIBRARY  # noqa: E402
-from kevolve.schedule import Trace, apply_trace, default_trace, lower  # noqa: E402
+from kevolve.plan import lower  # noqa: E402
+from kevolve.schedule import Trace, apply_trace, default_trace  # noqa: E402
 from kevolve.search.proposers import make  # noqa: E402
 from kevolve.search.proposers.base import ProposalContext  # noqa: E402
 from kevolve.search.proposers.llm.claude import (  # noqa: E402

@@ -8,7 +8,8 @@ from dataclasses import asdict
 
 from kevolve import ops
 from kevolve.backends.registry import get as get_backend
-from kevolve.schedule import Trace, apply_trace, default_trace, lower
+from kevolve.plan import lower
+from kevolve.schedule import Trace, apply_trace, default_trace
 from kevolve.search.proposers import mutations as mu
 
 

@@ -230,9 +230,10 @@ def _fake_limits(monkeypatch) -> callable:
     rows per program, a looped reduction), so about half the mutations are. Returns the
     test `over(plan)`."""
     from kevolve.backends.cpu import CpuBackend
-    from kevolve.backends.resources import Usage
+    from kevolve.backends.usage import Usage
     from kevolve.ops import LIBRARY
-    from kevolve.schedule import apply_trace, default_trace, lower
+    from kevolve.plan import lower
+    from kevolve.schedule import apply_trace, default_trace
 
     sm = LIBRARY["softmax"]
     base = _loops(lower(apply_trace(sm.op, default_trace(sm.op, sm.dims("small"))),
@@ -253,7 +254,8 @@ def test_proposals_over_the_devices_limits_are_skipped_and_counted(tmp_path, mon
     """The search hands the backend's limits to its proposer, which never sends a worker a
     trace whose estimate is over them; the skips reach the summary and its JSON."""
     from kevolve.ops import LIBRARY
-    from kevolve.schedule import apply_trace, lower
+    from kevolve.plan import lower
+    from kevolve.schedule import apply_trace
 
     over = _fake_limits(monkeypatch)
     s = evolve(cfg(tmp_path, budget=12, seed=3))
