@@ -81,7 +81,7 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
     device = "cuda" if gpu else "cpu"
     sync = torch.cuda.synchronize if gpu else (lambda: None)
     timer = timing.timer(gpu, repeat)
-    case = d.make(sd, np.random.default_rng(seed))
+    case = d.case(sd, seed)
     dims = bind_dims(op, case.inputs, case.params)
     fl = floor(op, case.inputs, case.params)
     floor_ms = fl.time_s(ceilings["copy_bytes_per_s"], ceilings["matmul_flops"]) * 1e3

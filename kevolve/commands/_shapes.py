@@ -75,7 +75,7 @@ def resolve(op_ref: str, shape_args: tuple[str, ...], gpu: bool):
         d = LIBRARY[op_ref]
         sd = check(d, preset, over)
         return d.op_for(sd), d, sd
-    op = resolve_op(op_ref)
+    op = resolve_op(op_ref).op
     if not over:
         raise ShapeError(f"{op_ref} is not a library op and has no presets: give its sizes "
                          "with --shape NAME=VAL for each dim")

@@ -48,7 +48,7 @@ def command(op_ref, backend_name, schedule_path, shape_args, as_json, threads, r
     if not ok:
         raise click.UsageError(f"backend {backend_name} cannot run here: {why}")
     require_torch("kevolve run (its torch eager baseline)")
-    case = opdef.make(sd, __import__("numpy").random.default_rng(seed))
+    case = opdef.case(sd, seed)
     dims = bind_dims(op, case.inputs, case.params)
     kernel = build(lower(op, load_trace(op, schedule_path, dims), be, dims), be)
     res = measure(op, opdef, case, kernel, be, gpu, threads, repeat, "cuda" if gpu else "cpu")

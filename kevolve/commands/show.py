@@ -22,7 +22,7 @@ def command(op_ref: str, schedule_path: str | None, as_json: bool) -> None:
     from ..ops import resolve
     from ..schedule import Trace, default_trace
 
-    op = resolve(op_ref)
+    op = resolve(op_ref).op
     if as_json:
         trace = (Trace.from_json(Path(schedule_path).read_text()) if schedule_path
                  else default_trace(op))

@@ -24,7 +24,7 @@ from types import ModuleType
 from .errors import SpecError
 from .nodes import Op
 
-__all__ = ["load_op", "is_spec_ref", "split_ref"]
+__all__ = ["load_op", "load_spec", "is_spec_ref", "split_ref"]
 
 
 def is_spec_ref(ref: str) -> bool:
@@ -46,6 +46,14 @@ def split_ref(ref: str) -> tuple[str, str | None]:
 
 def load_op(ref: str) -> Op:
     """Execute the spec file in `ref` and return its Op (see the module docstring)."""
+    value, _ = load_spec(ref)
+    return value if isinstance(value, Op) else value.op
+
+
+def load_spec(ref: str):
+    """Execute the spec file in `ref`: (the bound value, its name). The value is an Op or an
+    object carrying one as `.op` (an OpDef from kevolve.ops.define); without `:name`, the
+    file's one such value (an Op wrapped by an OpDef the file also binds counts once)."""
     path, name = split_ref(ref)
     if not os.path.isfile(path):
         why = "is a directory" if os.path.isdir(path) else "does not exist"
@@ -110,19 +118,27 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def _ops_in(module: ModuleType) -> dict[str, Op]:
-    return {k: v for k, v in vars(module).items() if isinstance(v, Op) and not k.startswith("_")}
+def _carries_op(v) -> bool:
+    return isinstance(v, Op) or isinstance(getattr(v, "op", None), Op)
 
 
-def _pick(module: ModuleType, path: str, name: str | None) -> Op:
+def _ops_in(module: ModuleType) -> dict:
+    return {k: v for k, v in vars(module).items()
+            if not k.startswith("_") and not isinstance(v, (type, ModuleType))
+            and _carries_op(v)}
+
+
+def _pick(module: ModuleType, path: str, name: str | None):
     found = _ops_in(module)
     listing = ", ".join(sorted(found)) or "none"
     choose = f"use {' or '.join(f'{path}:{k}' for k in sorted(found))}" if found else \
-        "bind the result of op(...) to a module-level name"
+        "bind the result of op(...) or define(...) to a module-level name"
     if name is None:
-        distinct = {id(v): k for k, v in found.items()}
+        wrapped = {id(v.op) for v in found.values() if not isinstance(v, Op)}
+        distinct = {id(v): k for k, v in found.items() if id(v) not in wrapped}
         if len(distinct) == 1:
-            return found[next(iter(distinct.values()))]
+            k = next(iter(distinct.values()))
+            return found[k], k
         if not found:
             raise SpecError("the spec file defines no Op", choose, loc=path)
         raise SpecError(f"the spec file defines several Ops ({listing})", choose, loc=path)
@@ -130,10 +146,7 @@ def _pick(module: ModuleType, path: str, name: str | None) -> Op:
         raise SpecError(f"no Op named {name!r} in the spec file (Ops in the file: {listing})",
                         choose, loc=path)
     value = vars(module)[name]
-    if isinstance(value, Op):
-        return value
-    inner = getattr(value, "op", None)  # an OpDef-like object carrying its Op
-    if isinstance(inner, Op):
-        return inner
+    if _carries_op(value):
+        return value, name
     raise SpecError(f"{name!r} is a {type(value).__name__}, not an Op (Ops in the file: "
                     f"{listing})", choose, loc=path)

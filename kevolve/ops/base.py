@@ -1,15 +1,18 @@
-"""What every library operator carries: its IR, named shape presets with input generators,
-and the torch eager code a user would write (the baseline to beat and a second oracle)."""
+"""What every operator carries: its IR, named shape presets, the declarations its inputs need
+beyond the IR, and optionally the torch code a user would write (the baseline to beat and a
+second oracle)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
 from ..errors import UnknownName
 from ..ir.nodes import Op, op_dims
+from .inputs import as_dtype, jagged_lengths, offsets_of, round_bf16  # noqa: F401
 
 PRESETS = ("small", "cpu", "gpu")
 
@@ -24,16 +27,30 @@ class Case:
 
 @dataclass(frozen=True)
 class OpDef:
+    """An operator as every command takes it: its IR, shape presets, what the IR cannot say
+    about valid inputs (`inputs`: Lengths / Domain per input), and optionally its PyTorch
+    reference. Library ops and users' specs (kevolve.ops.spec.define) are the same type."""
+
     name: str
     op: Op
     shapes: dict[str, dict]  # preset -> shape dict, e.g. {"M": 8192, "N": 8192}
-    make: Callable[[dict, np.random.Generator], Case]
-    torch_eager: Callable  # (dict[str, torch.Tensor], dict[str, int]) -> dict[str, Tensor]
+    # Custom input generator (shape dict, rng) -> Case; None: derived from the IR.
+    make: Callable[[dict, np.random.Generator], Case] | None = None
+    # (dict[str, torch.Tensor], dict[str, int]) -> dict[str, Tensor]; None: no reference
+    torch_eager: Callable | None = None
     edge_shapes: tuple[dict, ...] = ()  # small shapes that stress edges (empty segments)
     doc: str = ""
     # dtype name -> Op, for ops whose shape dicts carry a "dtype" key (layernorm: f32, bf16).
     # Buffer dtypes are part of an Op, so each dtype is its own (cheap, import-time) Op.
     variants: dict[str, Op] = field(default_factory=dict)
+    inputs: dict = field(default_factory=dict)  # input name -> Lengths | Domain
+    reference: object = None  # as the spec gave it: a callable or an ATen/torch name
+    backward: object = None  # a hand-written backward spec (Op or OpDef), stored as given
+    ref: str = ""  # how kevolve.ops.resolve finds it again (name, spec path, entry point)
+
+    @property
+    def has_reference(self) -> bool:
+        return self.torch_eager is not None
 
     def op_for(self, shape: str | dict = "small") -> Op:
         """The IR for a preset or shape dict: the variant of its "dtype", else `op`."""
@@ -46,24 +63,39 @@ class OpDef:
             raise UnknownName(f"{self.name} has no {sd['dtype']!r} variant; dtypes: "
                            f"{', '.join(self.variants)}") from None
 
+    def analysis(self, shape: str | dict = "small"):
+        """What the IR (and this op's declarations) say about valid inputs."""
+        return _analysis(self.op_for(shape), tuple(sorted(self.inputs.items())))
+
     def dims(self, shape: str | dict) -> dict[str, int]:
         """Dim values of a shape without making inputs (lowering needs only these). A jagged
-        total no shape key names (T) is set to its bound B * max_len: plans depend on axis
-        bounds, never on T, and the kernels read T from the real inputs at launch."""
+        total no shape key names (T) is set to its bound: segments x max_len (B * max_len):
+        plans depend on axis bounds, never on T, and kernels read T from the inputs."""
         sd = self.shape(shape)
+        op = self.op_for(sd)
         out = {k: v for k, v in sd.items() if isinstance(v, int) and not isinstance(v, bool)}
-        for name in op_dims(self.op_for(sd)):
+        an = self.analysis(sd)
+        for name in op_dims(op):
+            if name in out:
+                continue
+            off = an.totals.get(name)
+            if off is not None:
+                out[name] = _total_bound(op, an, off, out)
             if name not in out:
-                if name == "T" and "B" in out and "max_len" in out:
-                    out[name] = out["B"] * out["max_len"]
-                else:
-                    raise UnknownName(f"{self.name}: shape {sd} does not give dim {name!r}")
+                raise UnknownName(f"{self.name}: shape {sd} does not give dim {name!r}")
         return out
 
     def case(self, shape: str | dict = "small", seed: int = 0) -> Case:
-        """Fresh random inputs (never zeros) for a preset name or an explicit shape dict."""
+        """Fresh random inputs (never zeros) for a preset name or an explicit shape dict:
+        the op's own generator where it has one, else derived from the IR
+        (kevolve.ops.inputs)."""
         sd = self.shape(shape)
-        return self.make(sd, np.random.default_rng(seed))
+        rng = np.random.default_rng(seed)
+        if self.make is not None:
+            return self.make(sd, rng)
+        from .inputs import derive
+        ins, params = derive(self.op_for(sd), sd, rng, self.analysis(sd))
+        return Case(ins, params)
 
     def shape(self, shape: str | dict) -> dict:
         if isinstance(shape, dict):
@@ -74,46 +106,30 @@ class OpDef:
         return dict(self.shapes[shape])
 
 
-def round_bf16(a: np.ndarray) -> np.ndarray:
-    """Round float32 values to the nearest bf16 (ties to even), kept in float32."""
-    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
-    bias = ((u >> 16) & 1) + np.uint32(0x7FFF)
-    return ((u + bias) & np.uint32(0xFFFF0000)).view(np.float32)
+@lru_cache(maxsize=256)
+def _analysis(op: Op, declared: tuple):
+    from .inputs import analyse
+    return analyse(op, dict(declared))
 
 
-def as_dtype(a: np.ndarray, dtype: str) -> np.ndarray:
-    """Host array holding values of `dtype` (bf16: float32 rounded to bf16)."""
-    x = np.asarray(a, dtype=np.float32)
-    return round_bf16(x) if dtype == "bf16" else x.astype(np.float16) if dtype == "f16" else x
+def _total_bound(op: Op, an, off: str, env: dict) -> int | None:
+    """segments x the longest segment: the most rows an offsets input can count."""
+    from ..ir.interp import eval_int
+    from ..ir.nodes import Dim, walk
+
+    b = next(x for x in op.inputs if x.name == off)
+    known = lambda e: all(n.name in env for n in walk(e) if isinstance(n, Dim))  # noqa: E731
+    if not known(b.shape[0]):
+        return None
+    nseg = eval_int(b.shape[0], env) - 1
+    bounds = [eval_int(e, env) for e in an.offsets.get(off, ()) if known(e)]
+    max_len = min(bounds) if bounds else env.get("max_len")
+    return None if max_len is None else max(nseg, 0) * max_len
 
 
 def randn(rng: np.random.Generator, shape, dtype: str = "f32", scale: float = 1.0
           ) -> np.ndarray:
     return as_dtype(rng.standard_normal(shape, dtype=np.float32) * scale, dtype)
-
-
-def jagged_lengths(rng: np.random.Generator, b: int, max_len: int, mode: str = "uniform"
-                   ) -> np.ndarray:
-    """Segment lengths. uniform: in [0, max_len) with at least one empty segment when b > 1;
-    all_empty; one_long: one segment of max_len, the rest empty; full: all max_len."""
-    if mode == "uniform":
-        lens = rng.integers(0, max(max_len, 1), size=b)
-        if b > 1:
-            lens[rng.integers(0, b)] = 0
-    elif mode == "all_empty":
-        lens = np.zeros(b, dtype=np.int64)
-    elif mode == "one_long":
-        lens = np.zeros(b, dtype=np.int64)
-        lens[rng.integers(0, b)] = max_len
-    elif mode == "full":
-        lens = np.full(b, max_len)
-    else:
-        raise ValueError(f"unknown lengths mode {mode!r} (uniform, all_empty, one_long, full)")
-    return lens.astype(np.int64)
-
-
-def offsets_of(lengths: np.ndarray) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
 def torch_inputs(op: Op, case: Case, device="cpu", float_dtype=None) -> dict:

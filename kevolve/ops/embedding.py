@@ -4,8 +4,6 @@ reduction; the table is never read whole, which is what makes it bandwidth-inter
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..ir.builder import (
     axes,
     cast,
@@ -20,7 +18,7 @@ from ..ir.builder import (
     param,
     sum_,
 )
-from .base import Case, OpDef, jagged_lengths, offsets_of, randn
+from .base import OpDef
 
 
 def embedding_bag_op(mode: str = "sum"):
@@ -38,15 +36,6 @@ def embedding_bag_op(mode: str = "sum"):
     out = compute("out", (b, d), pooled)
     name = "embedding_bag" if mode == "sum" else f"embedding_bag_{mode}"
     return op(name, inputs=[table, indices, offsets], outputs=[out])
-
-
-def _make(sd: dict, rng) -> Case:
-    lengths = jagged_lengths(rng, sd["B"], sd["max_len"], sd.get("lengths", "uniform"))
-    offsets = offsets_of(lengths)
-    return Case({"table": randn(rng, (sd["V"], sd["D"])),
-                 "indices": rng.integers(0, sd["V"], size=int(offsets[-1]), dtype=np.int64),
-                 "offsets": offsets},
-                {"max_len": sd["max_len"]})
 
 
 def _torch(mode: str):
@@ -71,13 +60,13 @@ _EDGES = (
 )
 
 EMBEDDING_BAG = OpDef(
-    "embedding_bag", embedding_bag_op("sum"), shapes=_SHAPES, make=_make,
+    "embedding_bag", embedding_bag_op("sum"), shapes=_SHAPES,
     torch_eager=_torch("sum"), edge_shapes=_EDGES,
     doc="out[b, d] = sum of table[indices[l], d] for l in offsets[b]..offsets[b+1]",
 )
 
 EMBEDDING_BAG_MEAN = OpDef(
-    "embedding_bag_mean", embedding_bag_op("mean"), shapes=_SHAPES, make=_make,
+    "embedding_bag_mean", embedding_bag_op("mean"), shapes=_SHAPES,
     torch_eager=_torch("mean"), edge_shapes=_EDGES,
     doc="out[b, d] = mean of table[indices[l], d] over bag b (0 for an empty bag)",
 )

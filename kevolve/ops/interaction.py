@@ -5,7 +5,7 @@ schedule wastes work on the upper half the way bmm + index does."""
 from __future__ import annotations
 
 from ..ir.builder import axes, axis, compute, dims, f32, input, op, reduce_axis, sum_
-from .base import Case, OpDef, randn
+from .base import OpDef
 
 
 def dot_interaction_op():
@@ -17,10 +17,6 @@ def dot_interaction_op():
     Z = compute("Z", (b, i, j), sum_(X[b, i, d] * X[b, j, d], over=d),
                 shape=(B, F * (F - 1) // 2), store=(b, i * (i - 1) // 2 + j))
     return op("dot_interaction", inputs=[X], outputs=[Z])
-
-
-def _make(sd: dict, rng) -> Case:
-    return Case({"X": randn(rng, (sd["B"], sd["F"], sd["D"]))})
 
 
 def _torch(t, p):
@@ -37,7 +33,7 @@ DOT_INTERACTION = OpDef(
     "dot_interaction", dot_interaction_op(),
     shapes={"small": {"B": 4, "F": 6, "D": 5}, "cpu": {"B": 4096, "F": 27, "D": 64},
             "gpu": {"B": 16384, "F": 27, "D": 128}},
-    make=_make, torch_eager=_torch,
+    torch_eager=_torch,
     edge_shapes=({"B": 1, "F": 2, "D": 1}, {"B": 3, "F": 1, "D": 4},
                  {"B": 2, "F": 27, "D": 3}),
     doc="Z[b, i*(i-1)/2 + j] = X[b, i] . X[b, j] for j < i < F",

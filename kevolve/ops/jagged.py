@@ -21,7 +21,7 @@ from ..ir.builder import (
     sum_,
     where,
 )
-from .base import Case, OpDef, jagged_lengths, offsets_of, randn
+from .base import OpDef
 
 
 def _jagged_inputs():
@@ -82,15 +82,6 @@ def jagged_dense_elementwise_add_op():
     out = compute("out", (b, l, d), values[l, d] + dense[b, l - offsets[b], d],
                   shape=(T, D), store=(l, d))
     return op("jagged_dense_elementwise_add", inputs=[values, offsets, dense], outputs=[out])
-
-
-def _make(sd: dict, rng, dense: bool = False) -> Case:
-    B, D, L = sd["B"], sd["D"], sd["max_len"]
-    offsets = offsets_of(jagged_lengths(rng, B, L, sd.get("lengths", "uniform")))
-    ins = {"values": randn(rng, (int(offsets[-1]), D), scale=2.0), "offsets": offsets}
-    if dense:
-        ins["dense"] = randn(rng, (B, L, D))
-    return Case(ins, {"max_len": L})
 
 
 def segments(offsets, total: int):
@@ -162,33 +153,32 @@ _PAD_CPU = {"B": 2048, "D": 64, "max_len": 200}  # the padded tensor dominates C
 
 JAGGED_SUM = OpDef(
     "jagged_sum", jagged_reduce_op("sum"), shapes=_shapes(_SUM_CPU, _SUM_GPU),
-    make=_make, torch_eager=_sum_torch, edge_shapes=_EDGES,
+    torch_eager=_sum_torch, edge_shapes=_EDGES,
     doc="out[b, d] = sum of values[l, d] over segment b (0 when empty)",
 )
 
 JAGGED_MEAN = OpDef(
     "jagged_mean", jagged_reduce_op("mean"), shapes=_shapes(_SUM_CPU, _SUM_GPU),
-    make=_make, torch_eager=_mean_torch, edge_shapes=_EDGES,
+    torch_eager=_mean_torch, edge_shapes=_EDGES,
     doc="out[b, d] = mean of values[l, d] over segment b (0 when empty)",
 )
 
 JAGGED_SOFTMAX = OpDef(
     "jagged_softmax", jagged_softmax_op(),
     shapes=_shapes({"B": 1024, "D": 32, "max_len": 512}, {"B": 4096, "D": 32, "max_len": 512}),
-    make=_make, torch_eager=_softmax_torch, edge_shapes=_EDGES,
+    torch_eager=_softmax_torch, edge_shapes=_EDGES,
     doc="y[l, d] = softmax of values[:, d] over l's segment; jagged [T, D] output",
 )
 
 JAGGED_TO_PADDED_DENSE = OpDef(
     "jagged_to_padded_dense", jagged_to_padded_dense_op(),
-    shapes=_shapes(_PAD_CPU, _SUM_GPU), make=_make, torch_eager=_to_padded_torch,
+    shapes=_shapes(_PAD_CPU, _SUM_GPU), torch_eager=_to_padded_torch,
     edge_shapes=_EDGES,
     doc="out[b, j, d] = values[offsets[b] + j, d] if j < length(b) else 0; [B, max_len, D]",
 )
 
 JAGGED_DENSE_ELEMENTWISE_ADD = OpDef(
     "jagged_dense_elementwise_add", jagged_dense_elementwise_add_op(),
-    shapes=_shapes(_PAD_CPU, _SUM_GPU), make=lambda sd, rng: _make(sd, rng, dense=True),
-    torch_eager=_dense_add_torch, edge_shapes=_EDGES,
+    shapes=_shapes(_PAD_CPU, _SUM_GPU), torch_eager=_dense_add_torch, edge_shapes=_EDGES,
     doc="out[l, d] = values[l, d] + dense[b, l - offsets[b], d]; jagged [T, D] output",
 )

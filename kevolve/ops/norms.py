@@ -19,7 +19,7 @@ from ..ir.builder import (
     rsqrt,
     sum_,
 )
-from .base import Case, OpDef, as_dtype, randn
+from .base import OpDef
 
 NORM_DTYPES = ("f32", "bf16", "f16")
 
@@ -74,20 +74,6 @@ def rmsnorm_op(dtype: str = "f32", eps: float = 1e-6):
     return op("rmsnorm", inputs=[x, w], outputs=[y])
 
 
-def _make_rows(sd: dict, rng) -> Case:
-    return Case({"x": randn(rng, (sd["M"], sd["N"]), sd.get("dtype", "f32"), scale=3.0)})
-
-
-def _make_affine(sd: dict, rng, bias: bool) -> Case:
-    """Rows get their own offset so that centering matters."""
-    dt, M, N = sd.get("dtype", "f32"), sd["M"], sd["N"]
-    x = randn(rng, (M, N), scale=2.0) + randn(rng, (M, 1))
-    ins = {"x": as_dtype(x, dt), "weight": randn(rng, (N,), dt)}
-    if bias:
-        ins["bias"] = randn(rng, (N,), dt)
-    return Case(ins)
-
-
 def _softmax_torch(t, p):
     import torch
 
@@ -125,7 +111,7 @@ SOFTMAX = OpDef(
     "softmax", softmax_op(),
     shapes={"small": {"M": 6, "N": 50}, "cpu": {"M": 4096, "N": 4096},
             "gpu": {"M": 8192, "N": 8192}},
-    make=_make_rows, torch_eager=_softmax_torch, edge_shapes=_ROW_EDGES,
+    torch_eager=_softmax_torch, edge_shapes=_ROW_EDGES,
     doc="y = softmax(x) over the last dim, f32",
 )
 
@@ -133,7 +119,7 @@ LOG_SOFTMAX = OpDef(
     "log_softmax", log_softmax_op(),
     shapes={"small": {"M": 6, "N": 50}, "cpu": {"M": 4096, "N": 4096},
             "gpu": {"M": 8192, "N": 8192}},
-    make=_make_rows, torch_eager=_log_softmax_torch, edge_shapes=_ROW_EDGES,
+    torch_eager=_log_softmax_torch, edge_shapes=_ROW_EDGES,
     doc="y = x - max - log(sum(exp(x - max))) over the last dim, f32",
 )
 
@@ -143,7 +129,7 @@ LAYERNORM = OpDef(
     shapes={"small": {"M": 5, "N": 48, "dtype": "f32"},
             "cpu": {"M": 4096, "N": 4096, "dtype": "f32"},
             "gpu": {"M": 16384, "N": 4096, "dtype": "bf16"}},
-    make=lambda sd, rng: _make_affine(sd, rng, bias=True), torch_eager=_layernorm_torch,
+    torch_eager=_layernorm_torch,
     edge_shapes=_with_dtype(_ROW_EDGES, "f32") + _with_dtype(({"M": 4, "N": 33},), "bf16"),
     doc="y = (x - mean) * rsqrt(var + 1e-5) * weight + bias, stats in f32, y in x's dtype",
     variants=_LN_VARIANTS,
@@ -155,7 +141,7 @@ RMSNORM = OpDef(
     shapes={"small": {"M": 5, "N": 48, "dtype": "f32"},
             "cpu": {"M": 4096, "N": 4096, "dtype": "f32"},
             "gpu": {"M": 16384, "N": 4096, "dtype": "bf16"}},
-    make=lambda sd, rng: _make_affine(sd, rng, bias=False), torch_eager=_rmsnorm_torch,
+    torch_eager=_rmsnorm_torch,
     edge_shapes=_with_dtype(_ROW_EDGES, "f32") + _with_dtype(({"M": 4, "N": 33},), "bf16"),
     doc="y = x * rsqrt(mean(x^2) + 1e-6) * weight, stats in f32, y in x's dtype",
     variants=_RMS_VARIANTS,

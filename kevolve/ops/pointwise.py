@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..ir.builder import axes, cast, compute, dims, f32, input, op, sigmoid
-from .base import Case, OpDef, randn
+from .base import OpDef
 
 POINTWISE_DTYPES = ("f32", "bf16", "f16")
 
@@ -19,11 +19,6 @@ def swish_add_op(dtype: str = "f32"):
     return op("swish_add", inputs=[x, y], outputs=[out])
 
 
-def _make(sd: dict, rng) -> Case:
-    dt = sd.get("dtype", "f32")
-    return Case({"x": randn(rng, (sd["n"],), dt, scale=3.0), "y": randn(rng, (sd["n"],), dt)})
-
-
 def _torch(t, p):
     import torch.nn.functional as F
 
@@ -35,7 +30,7 @@ SWISH_ADD = OpDef(
     "swish_add", _VARIANTS["f32"],
     shapes={"small": {"n": 300, "dtype": "f32"}, "cpu": {"n": 4 * 2**20, "dtype": "f32"},
             "gpu": {"n": 64 * 2**20, "dtype": "bf16"}},
-    make=_make, torch_eager=_torch,
+    torch_eager=_torch,
     edge_shapes=({"n": 1, "dtype": "f32"}, {"n": 1027, "dtype": "f32"},
                  {"n": 77, "dtype": "bf16"}),
     doc="out = x * sigmoid(x) + y over n elements, math in f32, out in the inputs' dtype",

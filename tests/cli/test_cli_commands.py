@@ -105,7 +105,7 @@ def test_show_with_a_schedule_file(runner, tmp_path):
     from kevolve.ops import resolve as resolve_op
     from kevolve.schedule import Trace, default_trace
 
-    trace = default_trace(resolve_op("softmax"))
+    trace = default_trace(resolve_op("softmax").op)
     path = tmp_path / "trace.json"
     path.write_text(trace.to_json())
     result = runner.invoke(main, ["show", "softmax", "--schedule", str(path)])
