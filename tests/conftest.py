@@ -9,6 +9,8 @@ It is $KEVOLVE_CACHE when that is set (the Makefile points it at .kevolve/test-c
 between runs); otherwise a fresh folder for this run, removed at its end, so that a plain
 `pytest` neither reads nor fills the user's own ~/.cache/kevolve.
 
+torch.compile baselines are off (KEVOLVE_TORCH_COMPILE=0) except in the tests of them.
+
 Hypothesis runs without its per-example deadline and its too-slow health check: both are
 wall-clock limits, which fail on a busy machine and say nothing about correctness.
 
@@ -35,6 +37,8 @@ else:
 
 
 def pytest_configure(config):
+    # torch.compile baselines cost seconds per op: only the tests about them turn them on
+    os.environ.setdefault("KEVOLVE_TORCH_COMPILE", "0")
     # xdist workers inherit the controller's environment, so they see the same folder
     if os.environ.get("KEVOLVE_CACHE"):
         return

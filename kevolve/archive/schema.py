@@ -67,9 +67,17 @@ def _migrate_0_to_1(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO meta VALUES ('created', ?)", (repr(time.time()),))
 
 
+def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
+    """Baselines (torch eager, torch.compile) per (op, shape, hardware, toolchain)."""
+    conn.execute("""CREATE TABLE baselines (
+        op_name TEXT NOT NULL, shape TEXT NOT NULL, hardware TEXT NOT NULL,
+        toolchain TEXT NOT NULL, kind TEXT NOT NULL, time_ms REAL, measured REAL NOT NULL,
+        PRIMARY KEY (op_name, shape, hardware, toolchain, kind))""")
+
+
 # MIGRATIONS[n] takes schema version n to n + 1, inside the opening transaction. Append only;
 # never edit a released step. The current version is len(MIGRATIONS).
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_0_to_1]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_0_to_1, _migrate_1_to_2]
 
 
 def schema_version() -> int:

@@ -437,6 +437,32 @@ class Store:
                       "measured = excluded.measured", (hardware, key, dumps(value), time.time()))
 
     @guarded
+    def set_baselines(self, op_name: str, shape: dict, hardware: str, toolchain: str,
+                      times: dict) -> None:
+        """Record baseline times (kind -> ms: torch eager, torch.compile) measured now for
+        an op at a shape on a hardware with a toolchain (e.g. "torch 2.13"); the latest
+        measurement of each kind stands. None times are skipped."""
+        with self._write() as c:
+            for kind, t in times.items():
+                if t is None:
+                    continue
+                c.execute("INSERT INTO baselines (op_name, shape, hardware, toolchain, kind, "
+                          "time_ms, measured) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
+                          "(op_name, shape, hardware, toolchain, kind) DO UPDATE SET "
+                          "time_ms = excluded.time_ms, measured = excluded.measured",
+                          (op_name, dumps(shape), hardware, toolchain, kind, float(t),
+                           time.time()))
+
+    @guarded
+    def baselines(self, op_name: str) -> list[dict]:
+        """The op's recorded baselines: one dict per (shape, hardware, toolchain, kind)."""
+        rows = self._read("SELECT * FROM baselines WHERE op_name = ? ORDER BY hardware, "
+                          "toolchain, shape, kind", (op_name,))
+        return [{"op": r["op_name"], "shape": json.loads(r["shape"]), "hardware":
+                 r["hardware"], "toolchain": r["toolchain"], "kind": r["kind"],
+                 "time_ms": r["time_ms"], "measured": r["measured"]} for r in rows]
+
+    @guarded
     def ceilings(self, hardware: str) -> dict:
         rows = self._read("SELECT key, value FROM hardware WHERE name = ? ORDER BY key",
                           (hardware,))

@@ -72,10 +72,10 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
 
     from ..ir.interp import bind_dims
     from ..ir.roofline import floor
-    from ..ops import get
+    from ..ops import resolve
     from ..schedule import default_trace
 
-    d = get(name)
+    d = resolve(name)
     sd = d.shape(PRESET[suite])
     op = d.op_for(sd)
     device = "cuda" if gpu else "cpu"
@@ -85,19 +85,21 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
     dims = bind_dims(op, case.inputs, case.params)
     fl = floor(op, case.inputs, case.params)
     floor_ms = fl.time_s(ceilings["copy_bytes_per_s"], ceilings["matmul_flops"]) * 1e3
-    row = {"op": name, "shape": sd, "floor_ms": floor_ms, "floor_bytes": fl.bytes,
-           "floor_flops": fl.flops}
+    row = {"op": d.name, "shape": sd, "floor_ms": floor_ms, "floor_bytes": fl.bytes,
+           "floor_flops": fl.flops, "reference": d.has_reference}
     tins = ev.inputs_for(op, case.inputs, "torch", device)
     ref = reference(d, op, case, tins if gpu else None)
 
     def eager():
         return d.torch_eager(tins, case.params)
-    calls = {"eager": eager}  # timed last, in interleaved rounds
+    # timed last, in interleaved rounds; without a torch reference the baseline is
+    # kevolve's default schedule (the "default" contender below)
+    calls = {"eager": eager} if d.has_reference else {}
     mm = bare_matmul(op)
     if mm is not None:
         a, b = tins[mm[0]], tins[mm[1]]
         calls["bare_matmul"] = lambda: a @ b
-    if compile_:
+    if compile_ and d.has_reference:
         try:
             fn = torch.compile(lambda t: d.torch_eager(t, case.params))
             t0 = time.time()
@@ -181,8 +183,10 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
                trace=json.loads(pick[1]) if pick else None,
                trace_source="archive" if pick else "default")
     checks = {}
-    for be_name, tj in [(backend, pick and pick[1])] + [(b, None) for b in also]:
-        key = "kevolve" if be_name == backend else be_name
+    entries = [("kevolve", backend, pick and pick[1])] + [(b, b, None) for b in also]
+    if not d.has_reference and pick:  # no torch reference: the default schedule is the baseline
+        entries.append(("default", backend, None))
+    for key, be_name, tj in entries:
         if key == "kevolve" and pick and pick[0] in prepared:
             call, info, checks[key] = prepared.pop(pick[0])  # built and checked already
             if info["verdict"] != "ok":  # wrong after its screening timing, or it failed
@@ -214,7 +218,10 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
     k_ms = row.get("kevolve_ms")
     if k_ms:
         row["pct_floor"] = 100 * floor_ms / k_ms
-        row["speedup_eager"] = row["eager_ms"] / k_ms
+        if row.get("eager_ms"):
+            row["speedup_eager"] = row["eager_ms"] / k_ms
+        if row.get("default_ms"):
+            row["speedup_default"] = row["default_ms"] / k_ms
         if row.get("compile_ms"):
             row["speedup_compile"] = row["compile_ms"] / k_ms
         row["achieved_bytes_per_s"] = fl.bytes / (k_ms * 1e-3)
@@ -263,11 +270,11 @@ def _archived(row: dict, tops: list, cfg, hardware: str, toolchain: dict) -> Non
     from .. import api, pipeline
     from ..archive import RunKey
     from ..errors import KevolveError
-    from ..ops import LIBRARY
+    from ..ops import resolve
 
     if not tops:
         return
-    opdef = LIBRARY[cfg.op]
+    opdef = resolve(cfg.op)
     shape = {**opdef.shape(cfg.shape), **cfg.shape_overrides}
     op, dims = opdef.op_for(shape), opdef.dims(shape)
     be = api.backend(cfg.backend, **cfg.backend_options)
@@ -301,6 +308,7 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
     from ..archive import DEFAULT_PATH as DEFAULT_DB
     from ..archive import Archive
     from ..evaluate.hardware import hardware_name, measure_ceilings, toolchain
+    from ..ops import resolve
     from ..search import SearchConfig, evolve
 
     options = _options(api.backend(backend), threads)
@@ -324,10 +332,11 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
             evolve(SearchConfig(name, backend, budget=budget, workers=workers, db=op_db,
                                 shape=PRESET[suite], threads=threads,
                                 backend_options=options))
+        archived = resolve(name).name
         arch = Archive(op_db) if os.path.exists(op_db) else None
         try:
-            tops = arch.fastest(name, backend, hw, max(1, top)) if arch is not None else []
-            hist = arch.history(name, backend, hw) if arch is not None else []
+            tops = arch.fastest(archived, backend, hw, max(1, top)) if arch is not None else []
+            hist = arch.history(archived, backend, hw) if arch is not None else []
         finally:
             if arch is not None:
                 arch.close()

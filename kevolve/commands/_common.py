@@ -89,4 +89,5 @@ json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print one JSON document on stdout (messages go to stderr).")
 
 op_argument = click.argument("op_ref", metavar="OP")
-OP_HELP = "OP is a library op name (see `kevolve ops`) or a spec file `path/to/spec.py:name`."
+OP_HELP = ("OP is a library op or an installed plug-in op (see `kevolve ops`), or a spec file "
+           "`path/to/spec.py[:name]`.")

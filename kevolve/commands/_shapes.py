@@ -45,7 +45,7 @@ def parse(shape_args: tuple[str, ...], default_preset: str | None):
 
 
 def check(opdef, preset: str, over: dict) -> dict:
-    """The shape dict of a library op: its preset with the overrides, each override checked
+    """The shape dict of an op: its preset with the overrides, each override checked
     against the preset's keys (a dim takes an integer; dtype and the like a word)."""
     try:
         base = opdef.shape(preset)
@@ -66,34 +66,22 @@ def check(opdef, preset: str, over: dict) -> dict:
 
 
 def resolve(op_ref: str, shape_args: tuple[str, ...], gpu: bool):
-    """(Op, OpDef or None, shape dict) for a library op or a spec file."""
-    from ..ops import LIBRARY
+    """(Op, OpDef, shape dict) for any OP (kevolve.ops.resolve): a preset (default cpu or
+    gpu) with the --shape overrides checked against it."""
     from ..ops import resolve as resolve_op
 
+    opdef = resolve_op(op_ref)
     preset, over = parse(shape_args, "gpu" if gpu else "cpu")
-    if op_ref in LIBRARY:
-        d = LIBRARY[op_ref]
-        sd = check(d, preset, over)
-        return d.op_for(sd), d, sd
-    op = resolve_op(op_ref).op
-    if not over:
-        raise ShapeError(f"{op_ref} is not a library op and has no presets: give its sizes "
-                         "with --shape NAME=VAL for each dim")
-    words = [f"{k}={v}" for k, v in over.items() if not isinstance(v, int)]
-    if words:
-        raise bad_shape(f"{words[0]}: the sizes of {op_ref} are integers")
-    return op, None, over
+    sd = check(opdef, preset, over)
+    return opdef.op_for(sd), opdef, sd
 
 
 def dims_for(op, opdef, sd: dict) -> dict[str, int]:
-    from ..ir.nodes import op_dims
-
-    if opdef is not None:
+    """The dims to lower at: the shape's, with a jagged total bounded by its segments."""
+    try:
         return opdef.dims(sd)
-    missing = [d for d in op_dims(op) if d not in sd]
-    if missing:
-        raise ShapeError(f"give --shape {missing[0]}=VAL (dims: {', '.join(op_dims(op))})")
-    return {k: int(v) for k, v in sd.items() if k in op_dims(op)}
+    except KeyError as e:
+        raise ShapeError(f"{e.args[0]}: give it with --shape NAME=VAL") from None
 
 
 def load_trace(op, path: str | None, dims):

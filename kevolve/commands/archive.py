@@ -22,10 +22,16 @@ db_option = click.option(
 
 
 def require_op(archive, ref: str) -> str:
-    """The op's name, or ArchiveError when the archive holds no op of that name."""
-    from ..archive import ArchiveError, name_of
+    """The archived name of any OP (kevolve.ops.resolve; a name no longer installed is taken
+    as it is), or ArchiveError when the archive holds no op of that name."""
+    from ..archive import ArchiveError
+    from ..errors import UnknownName
+    from ..ops import resolve
 
-    name = name_of(ref)
+    try:
+        name = resolve(ref).name
+    except UnknownName:  # an archived op whose package is gone: its name still finds it
+        name = ref
     names = archive.op_names()
     if name not in names:
         if not names:

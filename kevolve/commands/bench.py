@@ -96,12 +96,10 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
                                      param_hint="--op-db")
         per_op[name] = path
     names = tuple(o for o in ops.split(",") if o) or SUITES[suite]
-    from ..ops import LIBRARY
+    from ..ops import resolve
 
-    unknown = [o for o in names if o not in LIBRARY]
-    if unknown:
-        raise click.BadParameter(f"{unknown[0]!r} is not a library op (the {suite} suite: "
-                                 f"{', '.join(SUITES[suite])})", param_hint="'--ops'")
+    for o in names:  # any OP: a library name, a spec file or an installed op
+        resolve(o)
     prog = progress(as_json)
     task = prog.add_task(f"bench {names[0]}", total=len(names))
     quiet_bar = prog.disable

@@ -55,18 +55,19 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
     from rich.progress import TextColumn
 
     from ..api import backend
-    from ..ops import LIBRARY
+    from ..ops import resolve
     from ..search import STALL_ROUNDS, SearchConfig, evolve
 
     preset, over = parse(shape_args, None)
-    if op_ref in LIBRARY:  # a size that is not a number: exit 2 naming --shape, up front
-        be = backend(backend_name, **({"interpret": True} if interpret else {}))
-        on_gpu = be.target.on_device
-        check(LIBRARY[op_ref], preset or ("gpu" if on_gpu else "cpu"), over)
-        ok, why = be.available()
-        if not ok and executor == "local":  # (a Ray cluster's machines may have the GPU)
-            raise BadInput(f"backend {backend_name} cannot run here: {why}")
-    require_torch("kevolve evolve (its torch eager baseline)")
+    opdef = resolve(op_ref)
+    be = backend(backend_name, **({"interpret": True} if interpret else {}))
+    on_gpu = be.target.on_device
+    # a size that is not a number: exit 2 naming --shape, up front
+    check(opdef, preset or ("gpu" if on_gpu else "cpu"), over)
+    ok, why = be.available()
+    if not ok and executor == "local":  # (a Ray cluster's machines may have the GPU)
+        raise BadInput(f"backend {backend_name} cannot run here: {why}")
+    require_torch("kevolve evolve (its torch baselines)")
     popts = {}
     if proposer == "replay":
         if not traces:
@@ -127,17 +128,25 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
     if summ.skipped:
         again["skipped"] = ", ".join(f"{v} {k.split('.', 1)[1]}"
                                      for k, v in sorted(summ.skipped.items()))
-    for col in ("hardware", "evaluated", "failed", "reused", *again, "torch eager ms",
-                "default ms", "best ms", "speedup vs eager"):
+    torch_cols = ("torch eager ms", "torch.compile ms") if summ.reference else ()
+    speed_cols = ("vs eager", "vs compile") if summ.reference else ("vs default",)
+    for col in ("hardware", "evaluated", "failed", "reused", *again, *torch_cols,
+                "default ms", "best ms", *speed_cols):
         t.add_column(col)
 
     def f(x):
         return "-" if x is None else f"{x:.4g}"
+    torch_vals = (summ.baseline_ms, summ.compile_ms) if summ.reference else ()
+    speeds = (summ.speedup, summ.speedup_compile) if summ.reference else \
+        (summ.speedup_default,)
     t.add_row(summ.hardware, str(summ.evaluated), str(summ.failed), str(summ.reused),
-              *again.values(),
-              f(summ.baseline_ms), f(summ.default_ms), f(res["best_time_ms"]),
-              f(summ.speedup))
+              *again.values(), *map(f, torch_vals), f(summ.default_ms),
+              f(res["best_time_ms"]), *map(f, speeds))
     console().print(t)
+    if not summ.reference:
+        echo(f"{summ.op} has no torch reference: the baseline is kevolve's default schedule")
+    elif summ.compile_ms is None and summ.compile_error:
+        echo(f"torch.compile not timed: {summ.compile_error}")
     if summ.stalled:
         echo(f"stopped at {summ.evaluated + summ.reused} of {budget}: the proposer had nothing "
              f"new for {STALL_ROUNDS} rounds in a row; --resume with another --seed, or "

@@ -30,17 +30,15 @@ from .archive import db_option, open_archive, require_best, require_op
 @json_option
 def command(op_ref: str, backend: str, output: str, hardware: str | None,
             qualname: str | None, db: str, as_json: bool) -> None:
-    from ..ops import LIBRARY
+    from ..ops import resolve
 
+    opdef = resolve(op_ref)
     with open_archive(db) as a:
-        name = require_op(a, op_ref)
+        name = require_op(a, opdef.name)
         rec = require_best(a, name, backend, hardware, db)
-    if rec["op"] not in LIBRARY:
-        raise click.UsageError(f"{rec['op']} is not a library op; export needs one (its "
-                               "shapes and dtype variants come from kevolve.ops)")
     path = Path(output)
     try:
-        text = torch_op.module_text(rec, db, torch_op.ident(path.stem), qualname)
+        text = torch_op.module_text(rec, db, torch_op.ident(path.stem), qualname, opdef)
     except torch_op.NotExportable as e:
         raise click.ClickException(str(e)) from e
     except torch_op.BadOpName as e:

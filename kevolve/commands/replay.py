@@ -56,11 +56,15 @@ def _result_line(r) -> str:
 @click.option("--no-time", is_flag=True, help="Check correctness only; skip timing.")
 @click.option("--timeout", type=float, default=300.0, show_default=True,
               help="Seconds before the evaluating worker is killed.")
+@click.option("--op", "op_ref", metavar="OP",
+              help="Where the candidate's op is found (a spec file path/spec.py:name or an "
+              "installed op; default: its archived name).")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object: the candidate, trace, source, compiler messages and both "
               "results. Exit 1 when the candidate fails to compile or fails now.")
 def command(candidate: int, db: str, backend: str | None, hardware: str | None,
-            no_eval: bool, no_time: bool, timeout: float, as_json: bool) -> None:
+            no_eval: bool, no_time: bool, timeout: float, op_ref: str | None,
+            as_json: bool) -> None:
     from ..archive import ArchiveError
 
 
@@ -93,7 +97,7 @@ def command(candidate: int, db: str, backend: str | None, hardware: str | None,
     out.echo(f"shape {json.dumps(row['shape'])}, seeds {row['seeds']}")
     if rec.message:
         out.echo("message: " + rec.message)
-    _replay(cand, row, no_eval, no_time, timeout, out)
+    _replay(cand, row, no_eval, no_time, timeout, out, op_ref)
     if as_json:
         emit_json(out.doc)
     if out.doc.get("failed"):
@@ -101,11 +105,11 @@ def command(candidate: int, db: str, backend: str | None, hardware: str | None,
 
 
 def _replay(cand: dict, row: dict, no_eval: bool, no_time: bool, timeout: float,
-            out: _Out) -> None:
+            out: _Out, op_ref: str | None = None) -> None:
     from .. import api, pipeline
     from ..errors import KevolveError
     from ..ir.printer import op_text
-    from ..ops import LIBRARY
+    from ..ops import resolve
     from ..schedule import MoveError, Trace
 
     out.rule("trace")
@@ -121,14 +125,14 @@ def _replay(cand: dict, row: dict, no_eval: bool, no_time: bool, timeout: float,
     out.doc["trace"] = trace.to_dict()
 
     name = cand["op_name"]
-    if name not in LIBRARY:
-        raise click.UsageError(f"{name} is not a library op: replay needs its input "
-                               "generators (kevolve.ops)")
-    opdef = LIBRARY[name]
+    opdef = resolve(op_ref or name)
+    if opdef.name != name:
+        raise click.UsageError(f"--op {op_ref} is the op {opdef.name!r}, but candidate "
+                               f"{cand['id']} belongs to {name!r}")
     shape = dict(row["shape"])
     op = opdef.op_for(shape)
     if op_text(op) != cand["ir_text"]:
-        out.echo(f"\nnote: the library's {name} differs from the IR archived with this "
+        out.echo(f"\nnote: the current {name} differs from the IR archived with this "
              "candidate (kevolve changed since); replaying against the current IR")
     dims = opdef.dims(shape)
     threads = _threads(row["hardware"])
@@ -171,7 +175,7 @@ def _replay(cand: dict, row: dict, no_eval: bool, no_time: bool, timeout: float,
     checks = (small,) + tuple({**e, **({"dtype": shape["dtype"]} if "dtype" in shape else {})}
                               for e in opdef.edge_shapes)
     seeds = tuple(int(s) for s in row["seeds"]) or (0, 1, 2)
-    job = EvalJob(name, row["backend"], trace.to_json(), shape, checks, seeds, opts,
+    job = EvalJob(opdef.ref, row["backend"], trace.to_json(), shape, checks, seeds, opts,
                   check_bench_shape=True, time=not no_time, threads=threads,
                   baseline=not no_time, candidate_id=cand["id"])
     with WorkerPool(1, timeout_s=timeout) as pool:

@@ -13,8 +13,10 @@ from ._shapes import backend_option, load_trace, resolve, schedule_option, shape
 
 @click.command("run", short_help="Build, check and time an op on a backend.",
                help=f"Build OP for a backend, check it against the reference interpreter on "
-               f"fresh random inputs, and time it (median after warm-up) beside torch eager "
-               f"in the same process. {OP_HELP}")
+               f"fresh random inputs, and time it (median after warm-up) beside the op's "
+               f"torch reference, eager and under torch.compile, in the same process (an op "
+               f"without a torch reference is compared with kevolve's default schedule). "
+               f"{OP_HELP}")
 @op_argument
 @backend_option
 @schedule_option
@@ -41,17 +43,18 @@ def command(op_ref, backend_name, schedule_path, shape_args, as_json, threads, r
         be = backend(backend_name, **opts, threads=threads)
     gpu = be.target.on_device
     op, opdef, sd = resolve(op_ref, shape_args, gpu=gpu)
-    if opdef is None:
-        raise click.UsageError("kevolve run needs input generators: use a library op "
-                               "(your own ops run through the Python API)")
     ok, why = be.available()
     if not ok:
         raise click.UsageError(f"backend {backend_name} cannot run here: {why}")
-    require_torch("kevolve run (its torch eager baseline)")
+    require_torch("kevolve run (its torch baselines)")
     case = opdef.case(sd, seed)
     dims = bind_dims(op, case.inputs, case.params)
     kernel = build(lower(op, load_trace(op, schedule_path, dims), be, dims), be)
-    res = measure(op, opdef, case, kernel, be, gpu, threads, repeat, "cuda" if gpu else "cpu")
+    default = None
+    if not opdef.has_reference and schedule_path is not None:  # the default is the baseline
+        default = build(lower(op, load_trace(op, None, dims), be, dims), be)
+    res = measure(op, opdef, case, kernel, be, gpu, threads, repeat, "cuda" if gpu else "cpu",
+                  default)
     res = {"op": op.name, "backend": backend_name, "shape": sd, **res}
     if as_json:
         emit_json(res)
@@ -60,14 +63,19 @@ def command(op_ref, backend_name, schedule_path, shape_args, as_json, threads, r
     from rich.table import Table
     t = Table(title=f"kevolve run {op.name} --backend {backend_name}")
     kernel_col = "estimate ms" if res.get("timing") == "estimate" else "median ms"
-    for col in ("backend", "shape", "verdict", "max error", kernel_col, "torch eager ms",
-                "speedup"):
+    torch_cols = ("torch eager ms", "torch.compile ms", "vs eager", "vs compile") \
+        if opdef.has_reference else ("default schedule ms", "vs default")
+    for col in ("backend", "shape", "verdict", "max error", kernel_col, *torch_cols):
         t.add_column(col)
+
     def fmt(x):
         return "-" if x is None else f"{x:.4g}"
+    vals = (res["baseline_ms"], res["compile_ms"], res["speedup"], res["speedup_compile"]) \
+        if opdef.has_reference else (res["default_ms"], res["speedup_default"])
     t.add_row(backend_name, json.dumps(sd), res["verdict"], fmt(res["max_error"]),
-              fmt(res["time_ms"]), fmt(res["baseline_ms"]), fmt(res["speedup"]))
+              fmt(res["time_ms"]), *map(fmt, vals))
     console().print(t)
+    echo(f"baseline: {res['baseline']}")
     if res.get("timing") == "estimate":
         echo(f"{backend_name} runs emulated on this machine: its time is the backend's "
              "estimate for the target, not a measurement (no speedup is computed)")
@@ -82,12 +90,15 @@ def _exit_on_failure(res: dict) -> None:
                      f"{res.get('message') or 'outputs differ from the reference'}")
 
 
-def measure(op, opdef, case, kernel, be, gpu: bool, threads: int, repeat: int, device: str):
-    """Check once on fresh inputs, then time kernel and torch eager side by side."""
+def measure(op, opdef, case, kernel, be, gpu: bool, threads: int, repeat: int, device: str,
+            default=None):
+    """Check once on fresh inputs, then time the kernel beside its baselines: the torch
+    reference in eager mode and under torch.compile, or (without a reference) kevolve's
+    default schedule (`default`, a built kernel; None when `kernel` is the default)."""
     import torch
 
+    from ..evaluate import baseline, timing
     from ..evaluate import check as ev
-    from ..evaluate import timing
     from ..evaluate.oracle import reference
     from ..ir.interp import bind_dims
 
@@ -110,11 +121,22 @@ def measure(op, opdef, case, kernel, be, gpu: bool, threads: int, repeat: int, d
             for b in op.inputs}
     timer = timing.timer(gpu, repeat)
     t_k = timer(lambda: kernel(ins, outs, case.params))
-    t_b = timer(lambda: opdef.torch_eager(tins, case.params))
+    base = baseline.torch_times(opdef, tins, case.params, gpu, repeat)
+    t_d = None
+    if not base:
+        t_d = t_k if default is None else timer(lambda: default(ins, outs, case.params))
+    res.update(baseline_ms=base.get("eager_ms"), compile_ms=base.get("compile_ms"),
+               compile_error=base.get("compile_error"), default_ms=t_d,
+               baseline=baseline.describe(base, t_d))
     if not be.target.measured:  # emulated: wall time means nothing
         t_k = kernel.diagnostics.get("estimate_ms")
-        res.update(time_ms=t_k, baseline_ms=t_b, speedup=None, timing="estimate")
+        res.update(time_ms=t_k, speedup=None, speedup_compile=None, speedup_default=None,
+                   timing="estimate")
         return res
-    res.update(time_ms=t_k, baseline_ms=t_b, speedup=t_b / t_k if t_k else None,
+
+    def ratio(b):
+        return b / t_k if b and t_k else None
+    res.update(time_ms=t_k, speedup=ratio(res["baseline_ms"]),
+               speedup_compile=ratio(res["compile_ms"]), speedup_default=ratio(t_d),
                timing="measured")
     return res

@@ -161,15 +161,11 @@ class Evaluator:
     def _run(self, job: EvalJob, diag: dict) -> Result:
         from ..backends.registry import get as get_backend
         from ..backends.target import BuildReport
-        from ..ops import LIBRARY, resolve
+        from ..ops import resolve
         from ..schedule import MoveError, Trace
 
         self._enter("legality")
-        if job.op not in LIBRARY:
-            resolve(job.op)  # a clear error for a bad spec path
-            raise CandidateError(f"{job.op} has no input generators; evolve needs a library op "
-                                 "(or an OpDef registered in kevolve.ops)", "legality")
-        opdef = LIBRARY[job.op]
+        opdef = resolve(job.op)
         op = opdef.op_for(job.bench_shape)
         try:
             trace = Trace.from_json(job.trace_json)
@@ -219,7 +215,9 @@ class Evaluator:
                 raise launch_failure(e, "timing") from None
             base = None
             if job.baseline:
-                base = self._baseline(opdef, op, ins, case, gpu, job.repeat)
+                torch_ms = self._baseline(opdef, op, ins, case, gpu, job.repeat)
+                base = torch_ms.get("eager_ms")
+                diag.update({f"baseline.{k}": v for k, v in torch_ms.items()})
         finally:
             if lock is not None:
                 lock.release()
@@ -255,16 +253,16 @@ class Evaluator:
         src, k = self._kernel(op, trace, be, dims, diag)
         return src, k, case, ins, alloc_outputs(op, dims, lib, device), dims, None
 
-    def _baseline(self, opdef, op, ins, case, gpu, repeat):
+    def _baseline(self, opdef, op, ins, case, gpu, repeat) -> dict:
+        """The op's torch reference, eager and compiled (baseline.torch_times), on the
+        kernel's own inputs; {} for an op without one."""
         import torch
+
+        from .baseline import torch_times
 
         tins = {b.name: ins[b.name] if not isinstance(ins[b.name], np.ndarray)
                 else torch.from_numpy(ins[b.name]) for b in op.inputs}
-        with torch.no_grad():
-            if gpu:
-                return time_gpu(lambda: opdef.torch_eager(tins, case.params))
-            return median(time_cpu(lambda: opdef.torch_eager(tins, case.params),
-                                   repeat=repeat))
+        return torch_times(opdef, tins, case.params, gpu, repeat)
 
 
 # What Triton raises when it compiles at a kernel's first launch (by class name, theirs or

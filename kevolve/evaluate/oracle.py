@@ -10,8 +10,9 @@ import numpy as np
 def reference(opdef, op, case, device_inputs: dict | None = None) -> dict[str, np.ndarray]:
     """Float64 host arrays of `op`'s outputs on `case`. `device_inputs`: the case's inputs as
     torch tensors on a device (kevolve.evaluate.check.inputs_for): the reference is then
-    `opdef.torch_eager` in float64 there; without them, the interpreter on the host."""
-    if device_inputs is None:
+    `opdef.torch_eager` in float64 there; without them (or without a torch reference), the
+    interpreter on the host."""
+    if device_inputs is None or opdef.torch_eager is None:
         from ..ir.interp import run
 
         return run(op, case.inputs, case.params)

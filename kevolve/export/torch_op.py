@@ -108,17 +108,19 @@ def env() -> jinja2.Environment:
     return e
 
 
-def module_text(rec: dict, db: str, module: str, qualname: str | None = None) -> str:
+def module_text(rec: dict, db: str, module: str, qualname: str | None = None,
+                opdef=None) -> str:
     """The Python module for an archived best record (Archive.best_record), to be imported
-    as `module`. BadOpName for a malformed `qualname`; NotExportable for an op whose
+    as `module`; `opdef` is the op's (kevolve.ops.resolve; default: the record's op name
+    resolved). BadOpName for a malformed `qualname`; NotExportable for an op whose
     output shapes the module cannot compute."""
     from .. import api
     from ..ir.nodes import dim_offset
     from ..ir.printer import op_text
-    from ..ops import LIBRARY
+    from ..ops import resolve
     from ..schedule import Trace
 
-    opdef = LIBRARY[rec["op"]]
+    opdef = opdef if opdef is not None else resolve(rec["op"])
     shape = dict(rec["shape"])
     op = opdef.op_for(shape)
     dims = opdef.dims(shape)
@@ -144,7 +146,7 @@ def module_text(rec: dict, db: str, module: str, qualname: str | None = None) ->
     return env().get_template(TEMPLATE).render(
         title=f"{op.name} on {rec['backend']}: the best kernel kevolve found, as the PyTorch "
               f"custom op {ns}::{name}.",
-        db=db, candidate=rec["candidate_id"], op=op.name, opdef_name=opdef.name,
+        db=db, candidate=rec["candidate_id"], op=op.name, opdef_ref=opdef.ref or opdef.name,
         backend=rec["backend"], hardware=rec["hardware"],
         measured=(f"{r.time_ms:.4g} ms median{speed} on {rec['hardware']}" if r.time_ms
                   else f"measured on {rec['hardware']}"),

@@ -58,11 +58,28 @@ class Summary:
     remeasure_failed: int = 0  # of those, the ones that no longer pass
     best: Scored | None = None
     baseline_ms: float | None = None  # torch eager, timed in this run (never the archive's)
+    compile_ms: float | None = None  # torch.compile, timed beside it
+    compile_error: str | None = None  # why torch.compile was not timed
+    reference: bool = True  # False: no torch reference, the baseline is the default schedule
     paired_ms: float | None = None  # the best schedule, timed in the job that timed eager
     default_ms: float | None = None
     best_so_far: list = field(default_factory=list)  # (index, best time) per evaluation
     seconds: float = 0.0
     stalled: bool = False  # stopped before the budget: the proposer had nothing new
+
+    @property
+    def speedup_compile(self) -> float | None:
+        """torch.compile over the best schedule, both timed side by side in this run."""
+        if self.paired_ms and self.compile_ms:
+            return self.compile_ms / self.paired_ms
+        return None
+
+    @property
+    def speedup_default(self) -> float | None:
+        """kevolve's default schedule over the best one (the baseline without a reference)."""
+        if self.best and self.best.result.time_ms and self.default_ms:
+            return self.default_ms / self.best.result.time_ms
+        return None
 
     @property
     def speedup(self) -> float | None:
@@ -83,7 +100,10 @@ class Summary:
                 "best_time_ms": b.result.time_ms if b else None,
                 "baseline_ms": self.baseline_ms, "paired_ms": self.paired_ms,
                 "default_ms": self.default_ms,
-                "speedup": self.speedup,
+                "speedup": self.speedup, "compile_ms": self.compile_ms,
+                "compile_error": self.compile_error,
+                "speedup_compile": self.speedup_compile, "reference": self.reference,
+                "speedup_default": self.speedup_default,
                 "best_trace": json.loads(b.trace_json) if b else None,
                 "best_candidate": b.candidate_id if b else None,
                 "best_so_far": self.best_so_far, "seconds": self.seconds,

@@ -24,7 +24,7 @@ from dataclasses import asdict, replace
 from .. import pipeline
 from ..archive import RunKey, reused
 from ..archive.records import Scored
-from ..errors import KevolveError, UnknownName
+from ..errors import KevolveError
 from ..evaluate import hardware
 from ..evaluate.job import EvalJob, Result
 from ..ir.printer import op_text
@@ -52,15 +52,13 @@ class Search:
     def __init__(self, cfg: SearchConfig, on_event=None,
                  callbacks: tuple[MeasureCallback, ...] = ()):
         from ..backends.registry import get as get_backend
-        from ..ops import LIBRARY
+        from ..ops import resolve
 
         self.cfg, self.on_event = cfg, on_event or (lambda *a: None)
         self.callbacks = tuple(callbacks)
         self._measured: list[MeasureCallback] = []  # the run's: archive writer + callbacks
-        if cfg.op not in LIBRARY:
-            raise UnknownName(f"evolve needs a library op with input generators; "
-                           f"{cfg.op!r} is not one (see `kevolve ops`)")
-        self.opdef = LIBRARY[cfg.op]
+        self.opdef = resolve(cfg.op)  # jobs carry opdef.ref: workers resolve it again
+        self.name = self.opdef.name
         self.backend = get_backend(cfg.backend, **cfg.backend_options)
         self.gpu = self.backend.target.on_device
         preset = cfg.shape or ("gpu" if self.gpu else "cpu")
@@ -99,7 +97,7 @@ class Search:
         opts = dict(self.cfg.backend_options)
         if self.backend.target.host_threads and self.threads:
             opts.setdefault("threads", self.threads)
-        return EvalJob(self.cfg.op, self.cfg.backend, trace_json, self.bench_shape,
+        return EvalJob(self.opdef.ref, self.cfg.backend, trace_json, self.bench_shape,
                        () if verify else self.check_shapes, (0, 1, 2), opts,
                        check_bench_shape=verify, time=time_it, repeat=self.cfg.repeat,
                        threads=self.threads, baseline=baseline, candidate_id=cand)
@@ -137,7 +135,8 @@ class Search:
         t0 = time.time()
         os.makedirs(os.path.dirname(os.path.abspath(cfg.db)), exist_ok=True)
         arch = Archive(cfg.db)
-        summ = Summary(cfg.op, cfg.backend, self.hardware)
+        summ = Summary(self.name, cfg.backend, self.hardware,
+                       reference=self.opdef.has_reference)
         pool = pop = proposer = None
         try:
             arch.quick_check()  # before the first write: a damaged file is refused, not extended
@@ -170,7 +169,7 @@ class Search:
                 seeds = _in_flight(arch, op_id) + seeds
             for hw in arch.hardware_names():
                 if hw != self.hardware:
-                    b = arch.best(cfg.op, cfg.backend, hw)
+                    b = arch.best(self.name, cfg.backend, hw)
                     if b is not None:
                         seeds.append((b.trace_json, f"seed:{hw}", None))
             pool = self.executor()
@@ -197,7 +196,8 @@ class Search:
                     # default anyway rather than stall.
                     parents = pop.parents(3) or (Scored(default, Result("seed")),)
                     ctx = ProposalContext(
-                        cfg.op, op_text(self.op), cfg.backend, asdict(self.backend.caps),
+                        self.opdef.ref, op_text(self.op), cfg.backend,
+                        asdict(self.backend.caps),
                         default, parents, pop.best, len(done),
                         self.rng.randrange(1 << 30), self.bench_dims, self.gpu, ceilings,
                         self._similar(arch) if proposer.needs_archive else (), limits)
@@ -232,7 +232,7 @@ class Search:
                     self._record(job.candidate_id, job.trace_json, res,
                                  hashes[job.candidate_id], done, summ, pop)
             if pop.best is not None:
-                self._pair(pool, pop.best, summ)
+                self._pair(pool, pop.best, summ, arch)
         finally:
             if pool is not None:
                 pool.close()
@@ -244,7 +244,7 @@ class Search:
             arch.close()
         return summ
 
-    def _pair(self, pool, best: Scored, summ: Summary) -> None:
+    def _pair(self, pool, best: Scored, summ: Summary, arch=None) -> None:
         """Time the best schedule and torch eager in one job, so that the speedup compares
         two times taken side by side: an archived eager time may come from another load,
         thread count or torch version, and is never compared with."""
@@ -254,6 +254,18 @@ class Search:
         for _, res in pool.map([job]):
             if res.ok and res.time_ms and res.baseline_ms:
                 summ.paired_ms, summ.baseline_ms = res.time_ms, res.baseline_ms
+                summ.compile_ms = res.diagnostics.get("baseline.compile_ms")
+                summ.compile_error = res.diagnostics.get("baseline.compile_error")
+                if arch is not None:  # kept per (op, shape, hardware, torch)
+                    arch.set_baselines(self.name, self.bench_shape, self.hardware,
+                                       self.torch_version(), {
+                                           "eager": res.baseline_ms,
+                                           "compile": summ.compile_ms})
+
+    @staticmethod
+    def torch_version() -> str:
+        import torch
+        return f"torch {torch.__version__}"
 
     def stale(self, pop: Population, k: int) -> list[tuple[Scored, str | None, Result | None]]:
         """Of the k fastest results in the population, those measured on other generated

@@ -437,10 +437,10 @@ def test_a_migration_runs_on_open_and_merge_migrates_a_copy(tmp_path, monkeypatc
         _search(a, "hw", [1.0])
     before = old.read_bytes()
 
-    def v1_to_v2(conn):
+    def next_step(conn):
         conn.execute("ALTER TABLE results ADD COLUMN energy_j REAL")
 
-    monkeypatch.setattr(archive_schema, "MIGRATIONS", [*archive_schema.MIGRATIONS, v1_to_v2])
+    monkeypatch.setattr(archive_schema, "MIGRATIONS", [*archive_schema.MIGRATIONS, next_step])
     with Archive(new) as b:  # a new file gets every step
         b.merge(old)  # an older source is migrated in memory, never on disk
         assert b.best("twice", "cpu").result.time_ms == 1.0
@@ -449,7 +449,7 @@ def test_a_migration_runs_on_open_and_merge_migrates_a_copy(tmp_path, monkeypatc
         assert a.best("twice", "cpu").result.time_ms == 1.0
     for path in (old, new):
         conn = sqlite3.connect(path)
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(archive_schema.MIGRATIONS)
         cols = [r[1] for r in conn.execute("PRAGMA table_info(results)")]
         assert "energy_j" in cols
         conn.close()

@@ -102,9 +102,18 @@ def test_best_json_and_hardware(runner, db):
     assert (out["hardware"], out["time_ms"], out["candidate_id"]) == ("laptop", 1.0, 5)
 
 
-def test_best_accepts_a_spec_reference(runner, db):
-    result = invoke(runner, ["best", "some/spec.py:twice", "-b", "cpu", "--db", str(db)])
+def test_best_accepts_a_spec_reference(runner, db, tmp_path):
+    """The spec's Op is archived under its own name, whatever the file binds it to."""
+    spec = tmp_path / "spec.py"
+    spec.write_text("from kevolve.ir.builder import axes, compute, dims, f32, input, op\n"
+                    "N = dims('N')\nx = input('x', (N,), f32)\n(i,) = axes('i', N)\n"
+                    "DOUBLED = op('twice', inputs=[x], outputs=[compute('y', (i,), "
+                    "x[i] * 2.0)])\n")
+    result = invoke(runner, ["best", f"{spec}:DOUBLED", "-b", "cpu", "--db", str(db)])
     assert result.exit_code == 0, result.output
+    assert "best twice on cpu" in result.output
+    missing = invoke(runner, ["best", "some/spec.py:twice", "-b", "cpu", "--db", str(db)])
+    assert missing.exit_code == 2 and "does not exist" in missing.output
 
 
 def test_best_errors(runner, db, tmp_path):
@@ -182,7 +191,7 @@ def test_archive_info(runner, db):
     result = invoke(runner, ["archive", "info", "--db", str(db), "--check"])
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "schema 1" in out and "1 op, 7 candidates (0 never evaluated), 8 results" in out
+    assert "schema 2" in out and "1 op, 7 candidates (0 never evaluated), 8 results" in out
     assert "integrity check: ok" in out and "ceilings on h200: copy_gbps=12.5" in out
     assert "0 LLM calls" in out and "0 runs" in out
     data = json.loads(invoke(runner, ["archive", "info", "--db", str(db), "--json"]).output)

@@ -65,7 +65,7 @@ def test_lower_backend_limit_is_a_structured_error(runner, tmp_path):
     assert r.exit_code == 2 and "backend.num_warps" in r.stderr
 
 
-def test_lower_a_spec_file_needs_sizes(runner, tmp_path):
+def test_lower_a_spec_file_takes_derived_presets_and_sizes(runner, tmp_path):
     spec = tmp_path / "spec.py"
     spec.write_text(textwrap.dedent("""
         from kevolve.ir.builder import *
@@ -75,8 +75,10 @@ def test_lower_a_spec_file_needs_sizes(runner, tmp_path):
         y = compute("y", (i,), x[i] * 2.0)
         double = op("double", inputs=[x], outputs=[y])
     """))
-    r = runner.invoke(main, ["lower", f"{spec}:double", "-b", "cpu"])
-    assert r.exit_code == 2 and "--shape" in r.stderr
+    r = runner.invoke(main, ["lower", f"{spec}:double", "-b", "cpu"])  # the derived cpu preset
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, ["lower", f"{spec}:double", "-b", "cpu", "--shape", "m=3"])
+    assert r.exit_code == 2 and "--shape" in r.stderr and "n=..." in r.stderr
     r = runner.invoke(main, ["lower", f"{spec}:double", "-b", "cpu", "--shape", "n=1000"])
     assert r.exit_code == 0, r.output
     assert "p_y[" in r.output

@@ -18,7 +18,7 @@ from ...archive.records import Scored
 
 @dataclass(frozen=True)
 class ProposalContext:
-    op_name: str
+    op_name: str  # kevolve.ops.resolve finds the op by it (a name, or a spec file's path)
     op_text: str  # kevolve.ir.printer.op_text
     backend: str
     caps: dict  # the backend's Caps as a dict

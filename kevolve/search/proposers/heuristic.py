@@ -19,7 +19,7 @@ import random
 from collections import Counter
 
 from ...backends.usage import resident_programs
-from ...ops import LIBRARY
+from ...ops import resolve
 from ...schedule import MoveError, Trace
 from . import mutations as mu
 from .base import Proposal, ProposalContext, Proposer
@@ -116,7 +116,7 @@ class HeuristicProposer(Proposer):
         }[name]()
 
     def propose(self, ctx: ProposalContext, n: int) -> list[Proposal]:
-        opdef = LIBRARY.get(ctx.op_name)
+        opdef = opdef_of(ctx)
         op = _variant_for(opdef, ctx) if opdef is not None else None
         parents = list(ctx.parents) or ([ctx.best] if ctx.best else [])
         if op is None or not parents:
@@ -166,6 +166,15 @@ class HeuristicProposer(Proposer):
         why = self.rng.choice(fresh) if fresh else self.rng.choice(names)
         tried.add(why)
         return why
+
+
+def opdef_of(ctx: ProposalContext):
+    """The searched op's OpDef (kevolve.ops.resolve), or None where it cannot be found."""
+    from ...errors import UserError
+    try:
+        return resolve(ctx.op_name)
+    except UserError:
+        return None
 
 
 def _variant_for(opdef, ctx: ProposalContext):

@@ -102,7 +102,7 @@ class ClaudeProposer(Proposer):
         n = max(1, n)
         op = self._op(ctx)
         if op is None:
-            return self._fall_back(ctx, n, f"{ctx.op_name} is not a library op")
+            return self._fall_back(ctx, n, f"{ctx.op_name} cannot be resolved")
         for s in (*ctx.parents, *((ctx.best,) if ctx.best else ())):
             self._see(s.trace_json)
         self._see(ctx.default_trace_json)
@@ -231,14 +231,13 @@ class ClaudeProposer(Proposer):
 
     # -- helpers -----------------------------------------------------------------------
     def _op(self, ctx: ProposalContext):
-        from ....ops import LIBRARY
-        from ..heuristic import _variant_for
-        opdef = LIBRARY.get(ctx.op_name)
+        from ..heuristic import _variant_for, opdef_of
+        opdef = opdef_of(ctx)
         return _variant_for(opdef, ctx) if opdef is not None else None
 
     def _dims(self, ctx):
-        from ....ops import LIBRARY
-        return LIBRARY[ctx.op_name].dims("small")
+        from ..heuristic import opdef_of
+        return opdef_of(ctx).dims("small")
 
     def _see(self, trace_json: str) -> None:
         try:
