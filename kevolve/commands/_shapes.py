@@ -86,11 +86,11 @@ def resolve(op_ref: str, shape_args: tuple[str, ...], gpu: bool):
 
 
 def dims_for(op, opdef, sd: dict) -> dict[str, int]:
-    from ..ir.nodes import op_dims
+    from ..ir.nodes import op_dims, tiling_dims
 
     if opdef is not None:
         return opdef.dims(sd)
-    missing = [d for d in op_dims(op) if d not in sd]
+    missing = [d for d in tiling_dims(op) if d not in sd]
     if missing:
         raise ShapeError(f"give --shape {missing[0]}=VAL (dims: {', '.join(op_dims(op))})")
     return {k: int(v) for k, v in sd.items() if k in op_dims(op)}

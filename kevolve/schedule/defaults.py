@@ -139,6 +139,8 @@ def _placements(op: Op, inline: set[str], eff) -> dict[str, str]:
         if len(hosts) != 1 or s.store is not None or not s.axes:
             continue
         host = op.stage(hosts.pop())
+        if not host.axes:  # a 0-d program has no loop to compute it at
+            continue
         direct = any(isinstance(n, Load) and n.buffer.name == s.name for n in walk_stage(host))
         through = any(isinstance(n, Load) and n.buffer.name == s.name
                       for p in op.producers(host) for n in walk_stage(p))
@@ -295,14 +297,11 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
     for g in guests:
         read = _read_axes(r, eff[rname], g.name)
         deps = [outer[x] for x in read if x in outer]
-        level = deps[-1] if deps else (grid[-1] if grid else None)
-        if level is None:
-            continue
-        level = max([level] + deps, key=order.index)
+        level = max(deps + grid[-1:], key=order.index)  # grid or split loop: one exists
         k = (2, op.stages.index(g))
         moves.append({"m": "compute_at", "stage": g.name, "at": [rname, level], "_k": k})
         width = 1
-        for ga, x in zip(g.axes, read):
+        for x in read:
             width *= tiles.get(x, 1)
         if _bare_contraction(g.body) and not thin:
             dec.setdefault("$BK", 32)

@@ -6,7 +6,7 @@ reductions become `tl.sum/max/min(..., keep_dims=True)` over a block, contractio
 from __future__ import annotations
 
 from ...ir import dtypes as dt
-from ...ir.interp import eval_int
+from ...ir.interp import InterpError, eval_int
 from ...ir.nodes import (
     AxisRef,
     Const,
@@ -94,7 +94,7 @@ def wide_offsets(op: Op, plan: Plan) -> bool:
         try:
             for e in shape:
                 n *= eval_int(e, dims)
-        except (KeyError, ValueError, TypeError):
+        except (KeyError, ValueError, TypeError, InterpError):  # a size known at call time
             return True
         if n >= NARROW_LIMIT:
             return True
@@ -597,7 +597,8 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
     for name in plan.scratch:
         b = op.stage(name).out
         shape = ", ".join(emit(s, ctx, LANG, ptr) for s in b.shape)
-        scratch.append({"name": name, "shape": f"({shape},)", "dtype": TORCH[b.dtype.name]})
+        scratch.append({"name": name, "shape": f"({shape},)" if shape else "()",
+                        "dtype": TORCH[b.dtype.name]})
     half = all(op.stage(n).out.dtype in (dt.bf16, dt.f16) for n in op.outputs)
     return {"kernels": kernels, "dims": dims, "guards": guards, "scratch": scratch,
             **gelu.helpers([k["body"] for k in kernels], libdevice, half),
