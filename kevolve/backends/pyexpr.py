@@ -66,6 +66,44 @@ class PyLang:
     # as one call (code of x, k, c): x is evaluated once, and a language can fold the
     # constants into one formula instead of a select and two products.
     gauss_gate: Callable[[str, float, float], str] | None = None
+    # a ** b for a non-constant or non-integer exponent: (a, b, floating) -> code; None
+    # prints the `pow` binop (Python's `**`, which C-like languages do not have)
+    power: Callable[[str, str, bool], str] | None = None
+
+
+MAX_EXPANDED_POWER = 8  # x ** n with a constant integer |n| up to this is multiplied out
+
+
+def _power(x: Binary, go, lang: PyLang) -> str:
+    """x.a ** x.b. A constant integer exponent multiplies out (exact for any sign of the
+    base, as a GPU or C library pow is not always), 1/2 and -1/2 are square roots; the
+    rest is the language's power function."""
+    b = x.b
+    fl = dtype_of(x).is_float
+    if isinstance(b, Const) and float(b.value) == int(b.value) \
+            and abs(int(b.value)) <= MAX_EXPANDED_POWER:
+        n = int(b.value)
+        a = go(x.a)
+        one = lang.float_const(1.0) if fl else "1"
+        prod = " * ".join([a] * abs(n)) if n else one
+        if n < 0:
+            return f"({one} / ({prod}))"
+        return f"({prod})"
+    if isinstance(b, Const) and fl and float(b.value) in (0.5, -0.5):
+        return lang.unary["sqrt" if float(b.value) > 0 else "rsqrt"](go(x.a))
+    if lang.power is not None:
+        return lang.power(go(x.a), go(b), fl)
+    return f"({go(x.a)} {lang.binops['pow']} {go(b)})"
+
+
+def py_float(v: float, inf: str, nan: str) -> str:
+    """A float constant in Python syntax whose non-finite values name a module's constants
+    (`repr` gives bare `inf`/`nan`, which are not names in generated code)."""
+    if v != v:
+        return nan
+    if v in (float("inf"), float("-inf")):
+        return inf if v > 0 else f"(-{inf})"
+    return repr(float(v))
 
 
 def strides(shape: tuple[Expr, ...]) -> list[Expr]:
@@ -175,6 +213,8 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
             y = _erf_of_one_plus(x) if lang.one_plus_erf else None
             if y is not None:
                 return lang.one_plus_erf(go(y))
+            if x.op == "pow":
+                return _power(x, go, lang)
             a, b = go(x.a), go(x.b)
             fl = dtype_of(x).is_float
             if x.op == "max":

@@ -363,6 +363,19 @@ def _strong(e: Expr) -> DType:
 
 
 
+def tiling_dims(op: Op) -> list[str]:
+    """Dims a schedule is lowered for: those in some axis' bounds (tile sizes, trip counts,
+    masks depend on them). The rest (a jagged values buffer's total length) only size
+    buffers, so a kernel takes them at call time and a lowering need not know them."""
+    names: set[str] = set()
+    for s in op.stages:
+        for a in s.axes + s.reduce_axes:
+            for e in (a.start, a.extent) + ((a.max_extent,) if a.max_extent is not None
+                                           else ()):
+                names |= {n.name for n in walk(e) if isinstance(n, Dim)}
+    return sorted(names)
+
+
 def op_dims(op: Op) -> list[str]:
     """Names of every symbolic dim an op mentions (shapes, bounds, bodies), sorted: the
     scalar arguments every kernel of the op receives."""

@@ -14,13 +14,16 @@ from ..ir.nodes import (
     Axis,
     AxisRef,
     Binary,
+    Buffer,
     Cast,
+    Compute,
     Const,
     Expr,
     Load,
     Op,
     Reduce,
     Unary,
+    dtype_of,
     rebuild,
     substitute_axes,
     walk,
@@ -142,6 +145,8 @@ def _kernel(sched: Schedule, op: Op, rs: StageSched, steps_at: list[StageSched],
                        dims, rank, True, root, guards))
     _check_consumers(op, sched, rs, steps, bodies)
     steps = _fold_online(sched, steps, bodies)
+    steps[-1:] = _split_epilogue(rs, root, steps[-1], bodies, maps, loops, dims, rank, guards,
+                                 {s.name for s in op.stages})
     rank = max([rank] + [lp.pos + 1 for st in steps for lp in st.reduce_loops
                          if lp.pos is not None])
     return KernelPlan(f"k_{rs.name}", root, tuple(loops), tuple(steps), rank,
@@ -292,6 +297,52 @@ def _step(ss: StageSched, stage, bodies, spatial: dict[str, AxisMap], level, loo
     return Step(stage, body, level, tuple(spatial[a.name] for a in stage.axes),
                 tuple(red_loops), tuple(red_maps), strat, None, is_root, ss.prefetch,
                 ss.caches, ss.store_parts)
+
+
+def _epilogue_contraction(body: Expr) -> Reduce | None:
+    """The one contraction sum_k(A * B) inside a body that does more than contract (a
+    cast, a scale, a bias: an epilogue), or None."""
+    if isinstance(body, Reduce):
+        return None
+    reds = [n for n in walk(body) if isinstance(n, Reduce)]
+    if len(reds) != 1 or reds[0].op != "sum" or len(reds[0].axes) != 1:
+        return None
+    mul = reds[0].body
+    if not (isinstance(mul, Binary) and mul.op == "mul" and isinstance(_strip(mul.a), Load)
+            and isinstance(_strip(mul.b), Load)):
+        return None
+    return reds[0]
+
+
+def _split_epilogue(rs: StageSched, root, st: Step, bodies, maps, loops, dims, rank: int,
+                    guards: list, taken: set[str]) -> list[Step]:
+    """A root `epilogue(sum_k A * B)` whose contraction a matrix unit can take becomes two
+    steps, as if the contraction were a producer computed in the root's program: a `dot`
+    step (an accumulator that never reaches memory), then the pointwise epilogue on it,
+    fused before the store. Other roots stay one step."""
+    r = _epilogue_contraction(st.body)
+    if r is None or rs.reduction not in ("auto", "single", "looped") or st.online_max:
+        return [st]
+    blocks = {lp.name: lp for lp in loops if lp.role == "block"}
+    if not _is_dot(r, rs, maps, blocks, rank, dims):
+        return [st]
+    name = f"{root.name}_acc"
+    while name in taken:
+        name += "_"
+    axes = root.axes
+    acc = Compute(name, axes, r, Buffer(name, tuple(a.bound for a in axes), dtype_of(r)))
+    epi = Compute(root.name, axes, rebuild(st.body, lambda n: Load(
+        acc.out, tuple(AxisRef(a) for a in axes)) if n == r else None), root.out, root.store)
+    more: list = []  # the guards these steps need are the ones the root step added
+    dot = _step(replace(rs, name=name), acc, {name: r}, maps, st.level, loops, dims, rank,
+                False, root, more)
+    tail = _step(replace(rs, reduction="auto"), epi, {root.name: epi.body}, maps, st.level,
+                 loops, dims, rank, True, root, more)
+    guards += [g for g in more if g not in guards]
+    own_out = tuple(c for c in st.caches if c[0] == root.name)
+    return [replace(dot, caches=tuple(c for c in st.caches if c[0] != root.name),
+                    prefetch=st.prefetch),
+            replace(tail, caches=own_out, prefetch=())]
 
 
 def _strip(x: Expr) -> Expr:

@@ -1,18 +1,38 @@
 """Default schedules: what runs when nobody searched, derived from the op's structure.
 
-Rules: pointwise producers are inlined; reducing producers are computed at their consumer's
-program; leading rectangular axes of each output map to the grid; the rest are tiles.
-Contractions get 2-d output tiles; 1-d ops get a split. Sizes are `$` decisions."""
+Rules: pointwise producers are inlined; a reducing producer is computed in its consumer's
+program when that consumer reads it at its own spatial axes (else it is a kernel of its
+own); leading rectangular axes of each kernel's root map to the grid; the rest are tiles.
+Matrix products get 2-d output tiles; a 0-d output is one program looping over chunks.
+
+Every program's tile, reduction chunks included, is kept within `MAX_TILE` elements, which
+is under every built-in backend's limit, so the default is legal by construction at the
+dims it is made for. Sizes are `$` decisions (the search mutates them)."""
 
 from __future__ import annotations
 
 from ..ir.interp import eval_int
-from ..ir.nodes import AxisRef, Load, Op, Reduce, product_factors, walk
+from ..ir.nodes import (
+    AxisRef,
+    Compute,
+    Load,
+    Op,
+    Reduce,
+    product_factors,
+    rebuild,
+    substitute_axes,
+    walk,
+    walk_stage,
+)
 from .trace import Trace
 
 MAX_TILE = 16384  # elements of one program's tile beyond which defaults split
 SPLIT_TILE = 8192  # the tile a split aims for
 MIN_TILE = 2048  # below this, trailing grid axes join the tile instead
+ROW_CHUNK = 4096  # the chunk a long reduction is looped in, one row per program
+MIN_CHUNK = 64  # a reduction chunk narrower than this is slow: the spatial tile shrinks
+THIN = 8  # a contraction with an output side this narrow is a batch of dot products
+UNKNOWN = 1 << 30  # the bound of an axis whose extent is not known (no dims)
 
 
 def p2(n: int) -> int:
@@ -38,6 +58,17 @@ def _contraction(body) -> bool:
     return False
 
 
+def _bare_contraction(body) -> bool:
+    """The body's one reduction is a contraction sum_k(A * B) of (cast) loads, alone or
+    under a pointwise epilogue (a cast, a scale, a bias): what lowering hands to a matrix
+    unit, the epilogue fused after it."""
+    reds = [n for n in walk(body) if isinstance(n, Reduce)]
+    if len(reds) != 1 or not _contraction(reds[0]):
+        return False
+    ab = product_factors(reds[0])
+    return ab is not None and all(isinstance(x, Load) for x in ab)
+
+
 def _gathered(s) -> list[str]:
     """Buffers a stage reads inside a reduction through an index load (table[indices[l]])."""
     out = []
@@ -57,129 +88,265 @@ def _bound(e, dims):
         return None
 
 
+def _size(a, dims) -> int:
+    """The tile an axis takes whole: its bound rounded up to a power of two."""
+    b = _bound(a.bound, dims)
+    return UNKNOWN if b is None else p2(b)
+
+
+def _effective(op: Op, inline: set[str]) -> dict[str, object]:
+    """Each stage's body with inlined producers substituted (as lowering will see it)."""
+    out: dict[str, object] = {}
+    for s in op.stages:
+        def sub(n):
+            if isinstance(n, Load) and n.buffer.name in inline:
+                prod = op.stage(n.buffer.name)
+                return substitute_axes(out[prod.name], {a.name: i for a, i in
+                                                        zip(prod.axes, n.index)})
+            return None
+        out[s.name] = rebuild(s.body, sub)
+    return out
+
+
+def _read_axes(reader: Compute, body, name: str) -> list[str] | None:
+    """The reader's spatial axes at which it reads stage `name` (the same at every read),
+    or None when some read is at computed or reduce indices."""
+    got = None
+    for n in walk(body):
+        if isinstance(n, Load) and n.buffer.name == name:
+            names = [x.axis.name for x in n.index if isinstance(x, AxisRef)]
+            spatial = {a.name for a in reader.axes}
+            if len(names) != len(n.index) or len(set(names)) != len(names) or \
+                    any(x not in spatial for x in names) or got not in (None, names):
+                return None
+            got = names
+    return got
+
+
+def _placements(op: Op, inline: set[str], eff) -> dict[str, str]:
+    """Each non-output, non-inlined stage -> the root it is computed at ('' for root).
+    It goes into a consumer's program only when that consumer reads it at its own spatial
+    axes (apply and lowering refuse anything else) and every reader runs there after it."""
+    place: dict[str, str] = {}
+    for s in reversed(op.stages):
+        if s.name in op.outputs or s.name in inline:
+            continue
+        readers = [c for c in op.stages if c.name not in inline and c.name != s.name and
+                   any(isinstance(n, Load) and n.buffer.name == s.name
+                       for n in walk(eff[c.name]))]
+        hosts = {place.get(c.name) or c.name for c in readers}
+        place[s.name] = ""
+        if len(hosts) != 1 or s.store is not None or not s.axes:
+            continue
+        host = op.stage(hosts.pop())
+        if not host.axes:  # a 0-d program has no loop to compute it at
+            continue
+        direct = any(isinstance(n, Load) and n.buffer.name == s.name for n in walk_stage(host))
+        through = any(isinstance(n, Load) and n.buffer.name == s.name
+                      for p in op.producers(host) for n in walk_stage(p))
+        if not (direct or through) or _read_axes(host, eff[host.name], s.name) is None:
+            continue
+        if direct and _read_axes(host, host.body, s.name) is None:
+            continue
+        place[s.name] = host.name
+    return place
+
+
 def default_trace(op: Op, dims: dict[str, int] | None = None) -> Trace:
     moves: list[dict] = []
     dec: dict[str, int] = {}
-    roots = list(op.outputs)
-    owner: dict[str, str] = {}
-    for name in reversed([s.name for s in op.stages]):
-        if name in roots:
-            owner[name] = name
-            continue
-        readers = [c.name for c in op.consumers(name)]
-        owner[name] = next((owner[r] for r in readers if r in owner), roots[0])
-    grid_axis: dict[str, str] = {}
-    for rname in roots:
-        grid_axis[rname] = _root_moves(op, rname, moves, dec, dims)
+    inline = {s.name for s in op.stages if s.name not in op.outputs and s.store is None
+              and not any(isinstance(n, Reduce) for n in walk(s.body))}
+    eff = _effective(op, inline)
+    place = _placements(op, inline, eff)
+    roots = [s for s in op.stages if s.name in op.outputs or place.get(s.name) == ""]
+    for r in roots:
+        guests = [op.stage(n) for n, h in place.items() if h == r.name]
+        guests.sort(key=lambda s: op.stages.index(s))
+        _root_moves(op, r, guests, eff, moves, dec, dims)
     for s in op.stages:
-        if s.name in roots:
-            continue
-        if not any(isinstance(n, Reduce) for n in walk(s.body)) and s.store is None:
-            moves.append({"m": "inline", "stage": s.name})
-    for s in op.stages:
-        if s.name in roots or any(m.get("stage") == s.name for m in moves):
-            continue
-        r = owner[s.name]
-        moves.append({"m": "compute_at", "stage": s.name, "at": [r, grid_axis[r]]})
-        if _contraction(s.body):
-            k = s.reduce_axes[0]
-            dec.setdefault("$BK", 32)
-            moves.append({"m": "split", "stage": s.name, "axis": k.name, "size": "$BK"})
-        else:
-            _maybe_split_reduce(op, s.name, moves, dec, dims)
+        if s.name in inline:
+            moves.append({"m": "inline", "stage": s.name, "_k": (1,)})
     for s in op.stages:  # gathers inside reductions (embedding rows): fetch ahead on CPUs
         for buf in _gathered(s):
             dec["$PF"] = 8
-            moves.append({"m": "prefetch", "stage": s.name, "buffer": buf, "distance": "$PF"})
-    r0 = op.stage(roots[0])
-    if _contraction(r0.body) and grid_axis[roots[0]].endswith("o"):
-        dec.setdefault("$BK", 32)
-        moves.append({"m": "split", "stage": r0.name, "axis": r0.reduce_axes[0].name,
-                      "size": "$BK"})
-    else:
-        _maybe_split_reduce(op, roots[0], moves, dec, dims, own=True)
-    return Trace.make(op.name, moves, dec)
+            moves.append({"m": "prefetch", "stage": s.name, "buffer": buf, "distance": "$PF",
+                          "_k": (3,)})
+    return Trace.make(op.name, _ordered(moves), dec)
 
 
-def _root_moves(op: Op, rname: str, moves: list[dict], dec: dict, dims) -> str:
-    r = op.stage(rname)
+def _ordered(moves: list[dict]) -> list[dict]:
+    """Moves in the order a person would write them: each kernel's loop nest, inlining,
+    each placed producer with its own splits (in stage order), prefetches, then the
+    splits of the roots' own reductions. Each move carries its place as `_k`."""
+    out = sorted(moves, key=lambda m: m["_k"])
+    for m in out:
+        del m["_k"]
+    return out
+
+
+def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict],
+                dec: dict, dims) -> None:
+    rname = r.name
     ax = list(r.axes)
-    contraction = _contraction(r.body) or any(
-        _contraction(p.body) for p in op.producers(r))
-    if len(ax) == 1:
-        a = ax[0].name
-        dec["$BLOCK"] = 1024
-        moves += [{"m": "split", "stage": rname, "axis": a, "size": "$BLOCK",
-                   "into": [f"{a}o", f"{a}i"]},
-                  {"m": "bind", "stage": rname, "axis": f"{a}o", "to": "grid"},
-                  {"m": "launch", "num_warps": 4}]
-        return f"{a}o"
-    small_tail = all((_bound(a.bound, dims) or 1 << 30) <= 64 for a in ax[-2:])
-    if contraction and not small_tail:
+    own_moves: list[dict] = []
+    tiles: dict[str, int] = {}  # root axis -> its tile size (1 on the grid)
+    outer: dict[str, str] = {}  # root axis split into a loop -> that loop's name
+    grid: list[str] = []
+    contraction = _contraction(r.body) or any(_contraction(g.body) for g in guests)
+    last2 = [_bound(a.bound, dims) for a in ax[-2:]]
+    thin = any(b is not None and b < THIN for b in last2)
+    small_tail = all((b or UNKNOWN) <= 64 for b in last2)
+    dot_ok = _bare_contraction(r.body) or any(_bare_contraction(g.body) for g in guests)
+    if len(ax) >= 2 and contraction and dot_ok and not small_tail and not thin:
         i, j = ax[-2].name, ax[-1].name
         dec.update({"$BM": 128, "$BN": 128})
-        moves += [{"m": "split", "stage": rname, "axis": i, "size": "$BM",
-                   "into": [f"{i}o", f"{i}i"]},
-                  {"m": "split", "stage": rname, "axis": j, "size": "$BN",
-                   "into": [f"{j}o", f"{j}i"]},
-                  {"m": "reorder", "stage": rname, "order": [f"{i}o", f"{j}o", f"{i}i", f"{j}i"]}]
+        own_moves += [{"m": "split", "stage": rname, "axis": i, "size": "$BM",
+                       "into": [f"{i}o", f"{i}i"]},
+                      {"m": "split", "stage": rname, "axis": j, "size": "$BN",
+                       "into": [f"{j}o", f"{j}i"]},
+                      {"m": "reorder", "stage": rname,
+                       "order": [f"{i}o", f"{j}o", f"{i}i", f"{j}i"]}]
         for a in ax[:-2]:
-            moves.append({"m": "bind", "stage": rname, "axis": a.name, "to": "grid"})
-        moves += [{"m": "bind", "stage": rname, "axis": f"{i}o", "to": "grid"},
-                  {"m": "bind", "stage": rname, "axis": f"{j}o", "to": "grid"},
-                  {"m": "launch", "num_warps": 8, "num_stages": 3, "group_m": 8}]
-        return f"{j}o"
-    n_grid = len(ax) - (2 if contraction else 1)
-    for k, a in enumerate(ax[:-1]):
-        if a.is_jagged:
-            n_grid = min(n_grid, k)
-    n_grid = max(n_grid, 1)
+            own_moves.append({"m": "bind", "stage": rname, "axis": a.name, "to": "grid"})
+        own_moves += [{"m": "bind", "stage": rname, "axis": f"{i}o", "to": "grid"},
+                      {"m": "bind", "stage": rname, "axis": f"{j}o", "to": "grid"},
+                      {"m": "launch", "num_warps": 8, "num_stages": 3, "group_m": 8}]
+        moves += [{**m, "_k": (0,)} for m in own_moves]
+        level = f"{j}o"
+        for g in guests:
+            k = (2, op.stages.index(g))
+            moves.append({"m": "compute_at", "stage": g.name, "at": [rname, level], "_k": k})
+            if _bare_contraction(g.body):
+                dec.setdefault("$BK", 32)
+                moves.append({"m": "split", "stage": g.name, "axis": g.reduce_axes[0].name,
+                              "size": "$BK", "_k": k})
+        if _bare_contraction(r.body):
+            dec.setdefault("$BK", 32)
+            moves.append({"m": "split", "stage": rname, "axis": r.reduce_axes[0].name,
+                          "size": "$BK", "_k": (4,)})
+        return
 
-    def tile_from(n: int) -> int | None:
-        t = 1
-        for a in ax[n:]:
-            b = _bound(a.bound, dims)
-            if b is None:
-                return None
-            t *= p2(b)
-        return t
+    red_own = _reduce_width(r, dims)
+    if _bare_contraction(r.body) and len(ax) >= 2 and not thin and \
+            all(_size(a, dims) >= 16 for a in ax[-2:]):
+        red_own = 1  # a matrix-unit step: its operand tiles, not their product, count
+    if len(ax) == 1:
+        a = ax[0]
+        ext = _size(a, dims)
+        block = min(1024, ext, max(1, MAX_TILE // min(red_own, MIN_CHUNK * 16)))
+        if a.is_jagged or red_own >= 1024 or block < 16 and red_own > 1:
+            own_moves.append({"m": "bind", "stage": rname, "axis": a.name, "to": "grid"})
+            grid.append(a.name)
+            tiles[a.name] = 1
+        else:
+            dec["$BLOCK"] = block
+            own_moves += [{"m": "split", "stage": rname, "axis": a.name, "size": "$BLOCK",
+                           "into": [f"{a.name}o", f"{a.name}i"]},
+                          {"m": "bind", "stage": rname, "axis": f"{a.name}o", "to": "grid"}]
+            grid.append(f"{a.name}o")
+            tiles[a.name] = block
+        own_moves.append({"m": "launch", "num_warps": 4})
+    elif ax:
+        n_grid = len(ax) - (2 if contraction else 1)
+        for k, a in enumerate(ax[:-1]):
+            if a.is_jagged:
+                n_grid = min(n_grid, k)
+        n_grid = max(n_grid, 1)
 
-    # Programs too small to hide latency: fold trailing grid axes back into the tile.
-    while n_grid > 1 and (tile_from(n_grid) or MIN_TILE) < MIN_TILE:
-        n_grid -= 1
-    for a in ax[:n_grid]:
-        moves.append({"m": "bind", "stage": rname, "axis": a.name, "to": "grid"})
-    tile = tile_from(n_grid) or 1024
-    if tile > MAX_TILE:
-        # Too large for one program's registers: loop over chunks of the first tile axis.
-        a = ax[n_grid]
-        rest = tile // p2(_bound(a.bound, dims))
-        size = 1 << (max(1, SPLIT_TILE // rest).bit_length() - 1)  # a power of two
+        def tile_from(n: int) -> int | None:
+            t = 1
+            for a in ax[n:]:
+                b = _bound(a.bound, dims)
+                if b is None:
+                    return None
+                t *= p2(b)
+            return t
+
+        # Programs too small to hide latency: fold trailing grid axes back into the tile.
+        while n_grid > 1 and (tile_from(n_grid) or MIN_TILE) < MIN_TILE:
+            n_grid -= 1
+        for a in ax[:n_grid]:
+            own_moves.append({"m": "bind", "stage": rname, "axis": a.name, "to": "grid"})
+            grid.append(a.name)
+            tiles[a.name] = 1
+        tile = tile_from(n_grid) or 1024
+        for a in ax[n_grid:]:
+            tiles[a.name] = _size(a, dims) if dims is not None else 1024
+        # The tile and the reduction chunk share one program's budget.
+        budget = MAX_TILE if red_own == 1 else max(1, MAX_TILE // min(red_own, MIN_CHUNK))
+        if tile > budget and dims is not None:
+            # Too large for one program's registers: loop over chunks of a tile axis.
+            a = ax[n_grid]
+            rest = tile // p2(_bound(a.bound, dims))
+            if rest <= budget:
+                aim = SPLIT_TILE if red_own == 1 else budget
+                size = 1 << (max(1, aim // rest).bit_length() - 1)  # a power of two
+                key = f"$B{a.name.upper()}"
+                dec[key] = size
+                own_moves.append({"m": "split", "stage": rname, "axis": a.name, "size": key})
+                outer[a.name] = f"{a.name}o"
+                tiles[a.name] = size
+                tile = size * rest
+        own_moves.append({"m": "launch", "num_warps": 16 if tile >= 16384 else 8
+                          if tile >= 2048 else 4})
+    else:  # a 0-d output: one program, its reductions looped in chunks
+        own_moves.append({"m": "launch", "num_warps": 8})
+    moves += [{**m, "_k": (0,)} for m in own_moves]
+    order = grid + [outer[a.name] for a in ax if a.name in outer]
+    for g in guests:
+        read = _read_axes(r, eff[rname], g.name)
+        deps = [outer[x] for x in read if x in outer]
+        level = max(deps + grid[-1:], key=order.index)  # grid or split loop: one exists
+        k = (2, op.stages.index(g))
+        moves.append({"m": "compute_at", "stage": g.name, "at": [rname, level], "_k": k})
+        width = 1
+        for x in read:
+            width *= tiles.get(x, 1)
+        if _bare_contraction(g.body) and not thin:
+            dec.setdefault("$BK", 32)
+            moves.append({"m": "split", "stage": g.name, "axis": g.reduce_axes[0].name,
+                          "size": "$BK", "_k": k})
+        else:
+            _split_reduces(g, width, tiles, moves, dec, dims, k)
+    width = 1
+    for a in ax:
+        width *= tiles.get(a.name, 1)
+    if red_own > 1 or not _bare_contraction(r.body):
+        _split_reduces(r, width, tiles, moves, dec, dims, (4,))
+
+
+def _reduce_width(s: Compute, dims) -> int:
+    """Elements of all of a stage's reduce axes taken whole (1 without reductions)."""
+    w = 1
+    for a in s.reduce_axes:
+        w *= _size(a, dims)
+    return min(w, UNKNOWN)
+
+
+def _split_reduces(s: Compute, width: int, tiles: dict[str, int], moves: list[dict],
+                   dec: dict, dims, k: tuple) -> None:
+    """Keep a step's reduce tile within the budget left by its spatial tile (`width`):
+    loop over chunks of its reduce axes, the first first. An axis whose bounds vary across
+    a tile axis stays whole (a loop needs one trip count per program)."""
+    if not s.reduce_axes or dims is None:
+        return
+    budget = max(1, MAX_TILE // max(width, 1))
+    have = 1
+    for a in s.reduce_axes:
+        b = _size(a, dims)
+        deps = {n.axis.name for e in (a.start, a.extent) for n in walk(e)
+                if isinstance(n, AxisRef)}
+        rest = 1
+        for x in s.reduce_axes[s.reduce_axes.index(a) + 1:]:
+            rest *= _size(x, dims)
+        if have * b * rest <= budget or any(tiles.get(d, 1) > 1 for d in deps):
+            have *= b
+            continue
+        cap = budget // max(have * min(rest, MIN_CHUNK), 1)  # left for this axis' chunk
+        size = max(1, min(b, cap // 4 if width > 1 else min(cap, ROW_CHUNK)))
+        size = p2(size) if p2(size) == size else p2(size) // 2  # a power of two, below
         key = f"$B{a.name.upper()}"
         dec[key] = size
-        moves.append({"m": "split", "stage": rname, "axis": a.name, "size": key})
-        tile = size * rest
-    moves.append({"m": "launch", "num_warps": 16 if tile >= 16384 else 8 if tile >= 2048
-                  else 4})
-    return ax[n_grid - 1].name
-
-
-def _maybe_split_reduce(op: Op, name: str, moves: list[dict], dec: dict, dims,
-                        own: bool = False) -> None:
-    """Keep a program's reduce tile modest: split long reduce axes into a loop over chunks."""
-    s = op.stage(name)
-    if not s.reduce_axes or _contraction(s.body):
-        return
-    if dims is None:
-        return
-    k = s.reduce_axes[0]
-    b = _bound(k.bound, dims)
-    width = 1
-    if own:
-        for a in s.axes[1:]:
-            width *= p2(_bound(a.bound, dims) or 1)
-    if b is not None and p2(b) * width > MAX_TILE:
-        size = max(1, min(p2(b), MAX_TILE // max(width, 1) // 4))
-        key = f"$B{k.name.upper()}"
-        dec[key] = size
-        moves.append({"m": "split", "stage": name, "axis": k.name, "size": key})
+        moves.append({"m": "split", "stage": s.name, "axis": a.name, "size": key, "_k": k})
+        have *= size

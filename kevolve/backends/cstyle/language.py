@@ -104,7 +104,9 @@ class CStyleLanguage:
         "tanh": "tanhf({})", "not": "(!({}))"}
     binops: dict[str, str] | None = {
         "add": "+", "sub": "-", "mul": "*", "mod": "%", "lt": "<", "le": "<=", "gt": ">",
-        "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||", "pow": "**"}
+        "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||"}
+    power: str | None = "powf({a}, {b})"  # floats; integer powers go through double
+    int_power: str | None = "((int64_t)pow((double)({a}), (double)({b})))"
     intdiv = "/"
     maximum, minimum = "fmaxf", "fminf"
     int_maximum, int_minimum = "kv_max", "kv_min"
@@ -189,4 +191,9 @@ class CStyleLanguage:
                       where=lambda c, a, b: self.ternary.format(c=c, a=a, b=b),
                       load=self.load, cast=self.cast, float_const=self.float_const,
                       intdiv=self.intdiv, int_maximum=self.int_maximum,
-                      int_minimum=self.int_minimum, **extra)
+                      int_minimum=self.int_minimum, power=self._power, **extra)
+
+    def _power(self, a: str, b: str, floating: bool) -> str:
+        if self.power is None:
+            return f"({a} ** {b})"
+        return (self.power if floating else self.int_power).format(a=a, b=b)

@@ -3,6 +3,7 @@ language differs it puts the difference in front of the shared table."""
 
 from __future__ import annotations
 
+from ..pyexpr import py_float
 from .language import CStyleLanguage
 from .stmts import Assign, Check, Comment, Decl, For
 
@@ -121,10 +122,11 @@ class NumbaLanguage(CStyleLanguage):
                    "sigmoid": "(1.0 / (1.0 + math.exp(-({}))))", "erf": "math.erf({})",
                    "abs": "abs({})", "tanh": "math.tanh({})", "not": "(not ({}))"}
     binops = None  # Python's own
+    power = None  # Python's `**`
     intdiv = "//"
     maximum, minimum, int_maximum, int_minimum = "max", "min", "max", "min"
     ternary = "(({a}) if ({c}) else ({b}))"
-    float_const = staticmethod(repr)
+    float_const = staticmethod(lambda v: py_float(v, "math.inf", "math.nan"))
     casts = {"f32": "np.float32({})", "f64": "np.float64({})", "bf16": "kv_round_bf16({})",
              "f16": "np.float16({})", "i32": "np.int32({})", "i64": "np.int64({})",
              "bool": "bool({})"}

@@ -269,8 +269,14 @@ class ScalarEmitter(KernelWalk):
             v = self.ex(r.body, rctx)
             inner.append(Assign(tgt, lang.combine[r.op].format(a=tgt, b=lang.to_acc.format(v))))
             if r.op != "sum":
-                fix = self.spatial_nest(st, rctx.child(), out)
-                self.empty_fix(r, rctx, fix, tgt)
+                # a nest of its own after the reduce loops: the spatial extents bound
+                # inside those loops are out of scope here, so it binds them again
+                fctx = rctx.child()
+                for m in st.spatial:
+                    for key in ("ext", "start"):
+                        fctx.axes.pop(f"__{key}_{m.axis.name}", None)
+                fix = self.spatial_nest(st, fctx, out)
+                self.empty_fix(r, fctx, fix, tgt)
         return f"{acc}[{idx}]" if size else acc
 
     def prefetches(self, st: Step, r: Reduce, ctx: Ctx, out: list) -> None:

@@ -6,7 +6,7 @@ reductions become `tl.sum/max/min(..., keep_dims=True)` over a block, contractio
 from __future__ import annotations
 
 from ...ir import dtypes as dt
-from ...ir.interp import eval_int
+from ...ir.interp import InterpError, eval_int
 from ...ir.nodes import (
     AxisRef,
     Const,
@@ -22,7 +22,7 @@ from ...ir.nodes import (
 )
 from ...plan.model import AxisMap, KernelPlan, Plan, PLoop, Step
 from ...plan.walk import grid_count, grid_decode, levels, reduces_in
-from ..pyexpr import Ctx, PyLang, axes_in, emit, linear_offset, mask_of
+from ..pyexpr import Ctx, PyLang, axes_in, emit, linear_offset, mask_of, py_float
 from . import bulk, gelu
 
 TL = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16", "i32": "tl.int32",
@@ -50,7 +50,18 @@ def _lang(raw: bool = False) -> PyLang:
                   minimum="tl.minimum", where=lambda c, a, b: f"tl.where({c}, {a}, {b})",
                   load=_load(raw),
                   cast=lambda c, t: f"tl.cast({c}, {TL[t.name]})",
-                  one_plus_erf=gelu.one_plus_erf, gauss_gate=gelu.gauss_gate)
+                  float_const=lambda v: py_float(v, "float('inf')", "float('nan')"),
+                  one_plus_erf=gelu.one_plus_erf, gauss_gate=gelu.gauss_gate,
+                  power=_power)
+
+
+def _power(a: str, b: str, floating: bool) -> str:
+    """A general power as exp2(b * log2(a)): the same spelling on a GPU and in Triton's
+    interpreter (which has no libdevice); defined for a > 0 (constant integer and +-1/2
+    exponents never get here: pyexpr multiplies them out or takes a square root)."""
+    if not floating:
+        return f"tl.exp2(({b}) * tl.log2(({a}).to(tl.float32))).to(tl.int64)"
+    return f"tl.exp2(({b}) * tl.log2({a}))"
 
 
 LANG, RAW = _lang(), _lang(raw=True)
@@ -83,7 +94,7 @@ def wide_offsets(op: Op, plan: Plan) -> bool:
         try:
             for e in shape:
                 n *= eval_int(e, dims)
-        except (KeyError, ValueError, TypeError):
+        except (KeyError, ValueError, TypeError, InterpError):  # a size known at call time
             return True
         if n >= NARROW_LIMIT:
             return True
@@ -586,7 +597,8 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
     for name in plan.scratch:
         b = op.stage(name).out
         shape = ", ".join(emit(s, ctx, LANG, ptr) for s in b.shape)
-        scratch.append({"name": name, "shape": f"({shape},)", "dtype": TORCH[b.dtype.name]})
+        scratch.append({"name": name, "shape": f"({shape},)" if shape else "()",
+                        "dtype": TORCH[b.dtype.name]})
     half = all(op.stage(n).out.dtype in (dt.bf16, dt.f16) for n in op.outputs)
     return {"kernels": kernels, "dims": dims, "guards": guards, "scratch": scratch,
             **gelu.helpers([k["body"] for k in kernels], libdevice, half),
