@@ -18,8 +18,6 @@ import sys
 import time
 import traceback
 
-import numpy as np
-
 
 def check_op(d, args, copy_bps: float, mm_flops: float) -> dict:
     import torch
@@ -34,7 +32,7 @@ def check_op(d, args, copy_bps: float, mm_flops: float) -> dict:
     sd = d.shape("gpu")
     op = d.op_for(sd)
     t1 = time.time()
-    case = d.make(sd, np.random.default_rng(args.seed))
+    case = d.case(sd, args.seed)
     dims = bind_dims(op, case.inputs, case.params)
     fl = floor(op, case.inputs, case.params)
     kern = kevolve.build(kevolve.lower(op, None, args.backend, dims))

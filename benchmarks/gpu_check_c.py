@@ -27,8 +27,6 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
-
 SUITE_FIRST = ("softmax", "layernorm", "swish_add", "gemm_bias_gelu", "embedding_bag",
                "jagged_sum", "jagged_softmax", "dot_interaction")
 
@@ -141,7 +139,7 @@ def ceilings(torch, do_bench):
 def make_case(name: str, seed: int):
     from kevolve import ops
     d = ops.get(name)
-    return d.make(d.shape("gpu"), np.random.default_rng(seed))
+    return d.case("gpu", seed)
 
 
 def check_op(name, case, kernels, results, args, copy_bps, mm_flops, t_start):

@@ -37,7 +37,7 @@ def shapes_of(name: str) -> list[dict]:
 def lower(name: str, sd: dict, be=BE, trace=None):
     d = ops.get(name)
     op = d.op_for(sd)
-    case = d.make(sd, np.random.default_rng(0))
+    case = d.case(sd, 0)
     return op, api.lower(op, trace, be, bind_dims(op, case.inputs, case.params))
 
 
@@ -60,7 +60,7 @@ def kernels():
 def check(name: str, sd: dict, kern, seed: int) -> ev.CheckResult:
     d = ops.get(name)
     op = d.op_for(sd)
-    case = d.make(sd, np.random.default_rng(seed))  # fresh inputs per seed
+    case = d.case(sd, seed)  # fresh inputs per seed
     ins = ev.inputs_for(op, case.inputs)
     before = {k: v.copy() for k, v in ins.items()}
     outs = ev.alloc_outputs(op, bind_dims(op, case.inputs, case.params))  # NaN-poisoned
@@ -175,7 +175,7 @@ def test_a_smaller_machine_rejects_what_the_default_accepts():
     # and the emulator enforces the capacity it was given, independently of the check
     kern = tiny.build(src)
     d = ops.get("layernorm")
-    case = d.make({"M": 3, "N": 1000, "dtype": "f32"}, np.random.default_rng(0))
+    case = d.case({"M": 3, "N": 1000, "dtype": "f32"}, 0)
     outs = ev.alloc_outputs(op, bind_dims(op, case.inputs, case.params))
     with pytest.raises(RuntimeError, match="local memory overflow"):
         kern(ev.inputs_for(op, case.inputs), outs, case.params)
@@ -245,7 +245,7 @@ def test_host_threads_change_nothing_but_speed():
     op, src = lower("gemm_bias_gelu", sd)
     k1, k4 = MtiaBackend(threads=1).build(src), MtiaBackend(threads=4).build(src)
     d = ops.get("gemm_bias_gelu")
-    case = d.make(sd, np.random.default_rng(5))
+    case = d.case(sd, 5)
     got = []
     for k in (k1, k4):
         outs = ev.alloc_outputs(op, bind_dims(op, case.inputs, case.params))
