@@ -46,16 +46,16 @@ demo: setup
 	$(BIN)/kevolve evolve softmax --backend cpu --budget 40
 
 test: setup hipcc chromium
-	$(BIN)/ruff check kevolve tests benchmarks
+	$(BIN)/ruff check kevolve tests benchmarks examples
 	$(PYTEST)
 
 check: setup
-	$(BIN)/ruff check kevolve tests benchmarks
+	$(BIN)/ruff check kevolve tests benchmarks examples
 	KEVOLVE_CACHE=$${KEVOLVE_CACHE:-$(CURDIR)/.kevolve/test-cache} $(PYTEST) -m "not slow" \
 	  $(CHECK_TESTS)
 
 lint: setup
-	$(BIN)/ruff check kevolve tests benchmarks
+	$(BIN)/ruff check kevolve tests benchmarks examples
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .kevolve
