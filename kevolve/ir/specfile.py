@@ -24,7 +24,7 @@ from types import ModuleType
 from .errors import SpecError
 from .nodes import Op
 
-__all__ = ["load_op", "load_spec", "is_spec_ref", "split_ref"]
+__all__ = ["load_op", "load_spec", "is_spec_ref", "split_ref", "spec_names"]
 
 
 def is_spec_ref(ref: str) -> bool:
@@ -150,3 +150,11 @@ def _pick(module: ModuleType, path: str, name: str | None):
         return value, name
     raise SpecError(f"{name!r} is a {type(value).__name__}, not an Op (Ops in the file: "
                     f"{listing})", choose, loc=path)
+
+
+def spec_names(path: str) -> list[str]:
+    """The names under which a spec file binds operators (an Op or an OpDef), in the order
+    the file binds them; an Op that an OpDef of the file wraps is not listed on its own."""
+    found = _ops_in(_execute(path))
+    wrapped = {id(v.op) for v in found.values() if not isinstance(v, Op)}
+    return [k for k, v in found.items() if id(v) not in wrapped]
