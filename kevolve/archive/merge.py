@@ -29,7 +29,8 @@ JSONL_VERSION = 1
 def records(store: Store, op_name: str | None = None) -> Iterator[dict]:
     """The archive as self-describing records (see docs/archive.md), references by
     content hash, never by row id: ops, candidates (parents first), results, ceilings,
-    usage, runs. op_name limits it to that op's rows (ceilings are always included)."""
+    usage, runs, baselines. op_name limits it to that op's rows (ceilings are always
+    included)."""
     try:
         yield from _records(store, op_name)
     except sqlite3.Error as e:
@@ -76,14 +77,20 @@ def _records(store: Store, op_name: str | None) -> Iterator[dict]:
         yield {"kind": "run", "op": r["ir_hash"], "backend": r["backend"],
                "hardware": r["hardware"], "settings": json.loads(r["settings"]),
                "started": r["started"], "finished": r["finished"], "status": r["status"]}
+    bwhere = "WHERE op_name = ?" if op_name is not None else ""
+    for r in store._read(f"SELECT * FROM baselines {bwhere} ORDER BY op_name, hardware, "
+                         "toolchain, shape, kind", args):
+        yield {"kind": "baseline", "op_name": r["op_name"], "shape": json.loads(r["shape"]),
+               "hardware": r["hardware"], "toolchain": r["toolchain"], "baseline": r["kind"],
+               "time_ms": r["time_ms"], "measured": r["measured"]}
 
 
 @guarded
 def merge(store: Store, other_path: str | os.PathLike) -> dict:
     """Import everything from another archive file (read-only, never written), in one
     transaction: ids are remapped; ops match by IR hash, candidates by (op, trace hash),
-    results by (candidate, hardware, backend, run_hash, created), ceilings keep the most
-    recently measured value. Returns the counts added per kind and those skipped as
+    results by (candidate, hardware, backend, run_hash, created), ceilings and baselines
+    keep the most recently measured value. Returns the counts added per kind and those skipped as
     duplicates: {"ops": n, ..., "skipped": {"ops": n, ...}}. Merging twice adds nothing."""
     other_path = Path(other_path)
     if not other_path.exists():
@@ -101,7 +108,8 @@ def export_jsonl(store: Store, path: str | os.PathLike, op_name: str | None = No
     if op_name is not None and op_name not in store.op_names():
         raise ArchiveError(_unknown_op(op_name, store))
     path = Path(path)
-    counts = {k: 0 for k in ("op", "candidate", "result", "ceiling", "usage", "run")}
+    counts = {k: 0 for k in ("op", "candidate", "result", "ceiling", "usage", "run",
+                             "baseline")}
     header = {"kind": "header", "format": JSONL_FORMAT, "version": JSONL_VERSION,
               "schema": schema.schema_version(), "source": str(store.path), "op": op_name,
               "exported": time.time()}
@@ -185,7 +193,8 @@ class _Importer:
 
     def run(self, records: Iterable[tuple[int, dict]]) -> dict:
         handlers = {"op": self.op, "candidate": self.candidate, "result": self.result,
-                    "ceiling": self.ceiling, "usage": self.usage, "run": self.run_record}
+                    "ceiling": self.ceiling, "usage": self.usage, "run": self.run_record,
+                    "baseline": self.baseline}
         for n, rec in records:
             self.where = f"{self.source} (record {n})"
             handler = handlers.get(rec.get("kind"))
@@ -324,3 +333,16 @@ class _Importer:
                         self.get(rec, "finished", float, None),
                         self.get(rec, "status", str, "done")))
         self.count("runs", True)
+
+    def baseline(self, rec: dict) -> None:
+        """A torch baseline per (op, shape, hardware, toolchain, kind): the latest stands."""
+        cur = self.c.execute(
+            "INSERT INTO baselines (op_name, shape, hardware, toolchain, kind, time_ms, "
+            "measured) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (op_name, shape, hardware, "
+            "toolchain, kind) DO UPDATE SET time_ms = excluded.time_ms, "
+            "measured = excluded.measured WHERE excluded.measured > baselines.measured",
+            (self.get(rec, "op_name", str), dumps(self.get(rec, "shape", dict)),
+             self.get(rec, "hardware", str), self.get(rec, "toolchain", str),
+             self.get(rec, "baseline", str), real(self.get(rec, "time_ms", float, None)),
+             self.get(rec, "measured", float)))
+        self.count("baselines", cur.rowcount == 1)

@@ -74,7 +74,7 @@ def when(ts: float | None) -> str:
 
 
 _NOUNS = {"ops": "op", "candidates": "candidate", "results": "result", "ceilings": "ceiling",
-          "usage": "usage record", "runs": "run"}
+          "usage": "usage record", "runs": "run", "baselines": "baseline"}
 
 
 def _n(kind: str, n: int) -> str:

@@ -248,7 +248,7 @@ def test_ceilings_usage_runs(db):
         assert a.last_run(oid, "cpu", "h200") is None
         info = a.info()
         assert info["counts"] == {"ops": 1, "candidates": 1, "results": 0, "ceilings": 2,
-                                  "usage": 2, "runs": 1}
+                                  "usage": 2, "runs": 1, "baselines": 0}
         assert info["tokens"] == {"input": 1500, "output": 250} and info["unevaluated"] == 1
 
 
@@ -356,7 +356,7 @@ def test_export_import_round_trip(tmp_path):
                      {}, ok(9.0))
         counts = a.export_jsonl(out)
         assert counts == {"op": 2, "candidate": 5, "result": 5, "ceiling": 1, "usage": 1,
-                          "run": 1}
+                          "run": 1, "baseline": 0}
         lines = [json.loads(x) for x in out.read_text().splitlines()]
         assert lines[0]["kind"] == "header" and lines[0]["format"] == "kevolve-archive"
         assert all("kind" in x for x in lines)
@@ -382,6 +382,47 @@ def test_export_import_round_trip(tmp_path):
         again = b.import_jsonl(out)
         assert all(again[k] == 0 for k in archive_schema.KINDS)
         assert b.info()["counts"]["results"] == 5
+
+
+def test_merge_and_export_carry_the_torch_baselines(tmp_path):
+    """The baselines table travels with merge and with export/import: per (op, shape,
+    hardware, toolchain, kind) the latest measurement stands, whichever archive has it."""
+    gpu, here, out = tmp_path / "gpu.db", tmp_path / "here.db", tmp_path / "x.jsonl"
+    shape = {"M": 7, "N": 13}
+    with Archive(here) as a:  # measured before the GPU's
+        a.set_baselines("twice", shape, "h200", "torch 2.13.0", {"eager": 7.0})
+        a.set_baselines("twice", shape, "laptop", "torch 2.13.0", {"eager": 5.0})
+    with Archive(gpu) as b:
+        _full(b, "h200", [0.3, 0.1], "m")
+        b.set_baselines("twice", shape, "h200", "torch 2.13.0", {"eager": 2.0, "compile": 1.5})
+        b.set_baselines("twice", shape, "h200", "torch 2.12.0", {"eager": 2.5})
+        b.set_baselines("other", shape, "h200", "torch 2.13.0", {"eager": 9.0})
+        want = b.baselines("twice")
+        b.export_jsonl(out, op_name="twice")
+    assert len(want) == 3
+    with Archive(here) as a:
+        counts = a.merge(gpu)
+        assert counts["baselines"] == 4 and counts["skipped"]["baselines"] == 0
+        got = {(r["hardware"], r["toolchain"], r["kind"]): r["time_ms"]
+               for r in a.baselines("twice")}
+        assert got == {("h200", "torch 2.13.0", "eager"): 2.0,
+                       ("h200", "torch 2.13.0", "compile"): 1.5,
+                       ("h200", "torch 2.12.0", "eager"): 2.5,
+                       ("laptop", "torch 2.13.0", "eager"): 5.0}
+        assert [r["time_ms"] for r in a.baselines("other")] == [9.0]
+        again = a.merge(gpu)
+        assert again["baselines"] == 0 and again["skipped"]["baselines"] == 4
+        a.set_baselines("twice", shape, "h200", "torch 2.13.0", {"eager": 1.0})  # newer
+        assert a.merge(gpu)["baselines"] == 0
+        assert {r["time_ms"] for r in a.baselines("twice") if r["hardware"] == "h200"
+                and r["kind"] == "eager" and r["toolchain"] == "torch 2.13.0"} == {1.0}
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert sum(x["kind"] == "baseline" for x in lines) == 3  # only op 'twice'
+    with Archive(tmp_path / "dst.db") as c:
+        assert c.import_jsonl(out)["baselines"] == 3
+        strip = [{k: v for k, v in r.items()} for r in c.baselines("twice")]
+        assert strip == want and c.baselines("other") == []
+        assert c.import_jsonl(out)["baselines"] == 0
 
 
 def test_import_rejects_a_bad_file_and_imports_nothing(tmp_path):
