@@ -53,7 +53,8 @@ def _line(row: dict) -> str:
               "kept apart, such as one from scratch within a candidate limit.")
 @click.option("--workers", type=int, default=1, show_default=True)
 @click.option("--threads", type=int, default=None)
-@click.option("--ops", default="", help="Comma-separated subset of the suite.")
+@click.option("--ops", default="", help="Comma-separated ops to bench in place of the "
+              "suite's: library names, spec files path/spec.py:name, installed ops.")
 @click.option("--also", default="", help="Other backends to time with default schedules.")
 @click.option("--no-compile", is_flag=True, help="Skip torch.compile.")
 @click.option("--report-from", type=click.Path(exists=True, dir_okay=False),
@@ -82,23 +83,24 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
     from ..bench.suites import BACKEND, SUITES
 
     backend_name = backend_name or BACKEND[suite]
+    # any OP: a suite's name, a spec file or an installed op, each through the resolver
+    names = tuple(o for o in ops.split(",") if o) or SUITES[suite]
     per_op = {}
     for item in op_dbs:
         name, sep, path = item.partition("=")
         if not sep or not path:
             raise click.BadParameter(f"{item!r}: give OP=PATH, e.g. gemm_bias_gelu=fresh.db",
                                      param_hint="--op-db")
-        if name not in SUITES[suite]:
-            raise click.BadParameter(f"{name!r} is not in the {suite} suite "
-                                     f"({', '.join(SUITES[suite])})", param_hint="--op-db")
+        if name not in names:
+            raise click.BadParameter(f"{name!r} is not one of the ops benched "
+                                     f"({', '.join(names)})", param_hint="--op-db")
         if not os.path.exists(path):
             raise click.BadParameter(f"{path}: no such archive (for {name})",
                                      param_hint="--op-db")
         per_op[name] = path
-    names = tuple(o for o in ops.split(",") if o) or SUITES[suite]
     from ..ops import resolve
 
-    for o in names:  # any OP: a library name, a spec file or an installed op
+    for o in names:
         resolve(o)
     prog = progress(as_json)
     task = prog.add_task(f"bench {names[0]}", total=len(names))

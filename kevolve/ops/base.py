@@ -34,8 +34,6 @@ class OpDef:
     name: str
     op: Op
     shapes: dict[str, dict]  # preset -> shape dict, e.g. {"M": 8192, "N": 8192}
-    # Custom input generator (shape dict, rng) -> Case; None: derived from the IR.
-    make: Callable[[dict, np.random.Generator], Case] | None = None
     # (dict[str, torch.Tensor], dict[str, int]) -> dict[str, Tensor]; None: no reference
     torch_eager: Callable | None = None
     edge_shapes: tuple[dict, ...] = ()  # small shapes that stress edges (empty segments)
@@ -86,13 +84,11 @@ class OpDef:
         return out
 
     def case(self, shape: str | dict = "small", seed: int = 0) -> Case:
-        """Fresh random inputs (never zeros) for a preset name or an explicit shape dict:
-        the op's own generator where it has one, else derived from the IR
-        (kevolve.ops.inputs)."""
+        """Fresh random inputs (never zeros) for a preset name or an explicit shape dict,
+        derived from the IR and the op's input declarations (kevolve.ops.inputs), for a
+        library op and a user's spec alike."""
         sd = self.shape(shape)
         rng = np.random.default_rng(seed)
-        if self.make is not None:
-            return self.make(sd, rng)
         from .inputs import derive
         ins, params = derive(self.op_for(sd), sd, rng, self.analysis(sd))
         return Case(ins, params)

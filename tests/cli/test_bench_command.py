@@ -105,7 +105,7 @@ def test_op_db_times_one_op_from_its_own_archive(tmp_path):
     r = CliRunner().invoke(main, args)  # without it: nothing archived, the default schedule
     (row,) = json.loads((out / "results.json").read_text())["rows"]
     assert row["trace_source"] == "default" and row["archive"] == "none.db"
-    for bad, says in ((f"gemm_bias_gelu={own}", "not in the cpu suite"),
+    for bad, says in ((f"gemm_bias_gelu={own}", "not one of the ops benched"),
                       ("softmax", "give OP=PATH"), ("softmax=missing.db", "no such archive")):
         r = CliRunner().invoke(main, args + ["--op-db", bad])
         assert r.exit_code == 2 and says in r.output, r.output
