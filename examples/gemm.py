@@ -55,7 +55,11 @@ y = compute("y", (i, j), 0.5 * sum_(cast(A[i, k], f32) * cast(W[k, j], f32), ove
 
 
 def _gemm_scale_residual(t, _):
-    return (0.5 * (t["A"].float() @ t["W"].float()) + t["residual"].float()).to(t["A"].dtype)
+    import torch
+
+    f = torch.promote_types(t["A"].dtype, torch.float32)  # f32, or f64 for the oracle
+    A, W, R = (t[k].to(f) for k in ("A", "W", "residual"))
+    return (0.5 * (A @ W) + R).to(t["A"].dtype)
 
 
 GEMM_SCALE_RESIDUAL_BF16 = define(

@@ -101,7 +101,7 @@ def _segment_logsumexp(t, _):
 
     v, off = t["values"], t["offsets"]
     ids = _segments(off, v.shape[0])
-    mx = torch.segment_reduce(v, "max", offsets=off, axis=0, initial=0.0)
+    mx = torch.segment_reduce(v, "max", offsets=off, axis=0)  # -inf where empty
     nz = (off[1:] - off[:-1] > 0)[:, None]
     mx = torch.where(nz, mx, torch.zeros_like(mx))
     s = torch.segment_reduce((v - mx[ids]).exp(), "sum", offsets=off, axis=0)

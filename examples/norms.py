@@ -96,8 +96,9 @@ y = compute("y", (i, j), cast(x[i, j], f32) * rsqrt(ms[i] + 1e-6)
 def _gemma_rmsnorm(t, p):
     import torch
 
-    xf = t["x"].float()
-    out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + t["weight"].float())
+    f = torch.promote_types(t["x"].dtype, torch.float32)  # f32, or f64 for the oracle
+    xf, w = t["x"].to(f), t["weight"].to(f)
+    out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + w)
     return out.to(t["x"].dtype)
 
 
