@@ -31,6 +31,7 @@ SPLIT_TILE = 8192  # the tile a split aims for
 MIN_TILE = 2048  # below this, trailing grid axes join the tile instead
 ROW_CHUNK = 4096  # the chunk a long reduction is looped in, one row per program
 MIN_CHUNK = 64  # a reduction chunk narrower than this is slow: the spatial tile shrinks
+SHARED_BYTES = 48 * 1024  # the smallest shared memory per block of the GPU backends
 THIN = 8  # a contraction with an output side this narrow is a batch of dot products
 UNKNOWN = 1 << 30  # the bound of an axis whose extent is not known (no dims)
 
@@ -200,7 +201,13 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
     dot_ok = _bare_contraction(r.body) or any(_bare_contraction(g.body) for g in guests)
     if len(ax) >= 2 and contraction and dot_ok and not small_tail and not thin:
         i, j = ax[-2].name, ax[-1].name
-        dec.update({"$BM": 128, "$BN": 128})
+        # Each contraction computed in this program keeps an output tile (f32) in shared
+        # memory on the C-like GPU backends: together within the smallest limit (48 KiB).
+        n_dots = sum(_contraction(g.body) for g in guests) + _contraction(r.body)
+        side = 128
+        while n_dots > 1 and side > 16 and n_dots * side * side * 4 > SHARED_BYTES:
+            side //= 2
+        dec.update({"$BM": side, "$BN": side})
         own_moves += [{"m": "split", "stage": rname, "axis": i, "size": "$BM",
                        "into": [f"{i}o", f"{i}i"]},
                       {"m": "split", "stage": rname, "axis": j, "size": "$BN",
@@ -240,8 +247,8 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
             grid.append(a.name)
             tiles[a.name] = 1
         else:
-            dec["$BLOCK"] = block
-            own_moves += [{"m": "split", "stage": rname, "axis": a.name, "size": "$BLOCK",
+            key = _decide(dec, "$BLOCK", block, rname)
+            own_moves += [{"m": "split", "stage": rname, "axis": a.name, "size": key,
                            "into": [f"{a.name}o", f"{a.name}i"]},
                           {"m": "bind", "stage": rname, "axis": f"{a.name}o", "to": "grid"}]
             grid.append(f"{a.name}o")
@@ -282,8 +289,7 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
             if rest <= budget:
                 aim = SPLIT_TILE if red_own == 1 else budget
                 size = 1 << (max(1, aim // rest).bit_length() - 1)  # a power of two
-                key = f"$B{a.name.upper()}"
-                dec[key] = size
+                key = _decide(dec, f"$B{a.name.upper()}", size, rname)
                 own_moves.append({"m": "split", "stage": rname, "axis": a.name, "size": key})
                 outer[a.name] = f"{a.name}o"
                 tiles[a.name] = size
@@ -316,6 +322,16 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
         _split_reduces(r, width, tiles, moves, dec, dims, (4,))
 
 
+def _decide(dec: dict, key: str, value: int, stage: str) -> str:
+    """The decision name for `value`: `key`, unless another kernel's step already holds a
+    different value under it (two row-blocked roots, two reductions over `k`): then
+    `key_stage`, so that neither overwrites the other's size."""
+    if dec.get(key, value) != value:
+        key = f"{key}_{stage}"
+    dec[key] = value
+    return key
+
+
 def _reduce_width(s: Compute, dims) -> int:
     """Elements of all of a stage's reduce axes taken whole (1 without reductions)."""
     w = 1
@@ -346,7 +362,6 @@ def _split_reduces(s: Compute, width: int, tiles: dict[str, int], moves: list[di
         cap = budget // max(have * min(rest, MIN_CHUNK), 1)  # left for this axis' chunk
         size = max(1, min(b, cap // 4 if width > 1 else min(cap, ROW_CHUNK)))
         size = p2(size) if p2(size) == size else p2(size) // 2  # a power of two, below
-        key = f"$B{a.name.upper()}"
-        dec[key] = size
+        key = _decide(dec, f"$B{a.name.upper()}", size, s.name)
         moves.append({"m": "split", "stage": s.name, "axis": a.name, "size": key, "_k": k})
         have *= size

@@ -29,6 +29,30 @@ def test_library_defaults_lower_on_every_backend(backend):
             pipeline.lower(d.op_for(preset), None, d.dims(preset), be)
 
 
+def _example_refs():
+    import glob
+    from pathlib import Path
+
+    from kevolve.ir.specfile import spec_names
+
+    root = Path(__file__).resolve().parents[2] / "examples"
+    return [f"{f}:{n}" for f in sorted(glob.glob(str(root / "*.py"))) for n in spec_names(f)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_example_defaults_lower_on_every_backend(backend):
+    """The operators under examples/ (users' specs, not tuned for) at their presets: e.g.
+    cross_entropy's two row-blocked kernels (mx, and loss with lse inside) keep a block
+    size each (one shared `$BLOCK` gave mx a tile of 1024 rows x N)."""
+    from kevolve.ops import resolve
+
+    be = get(backend)
+    for ref in _example_refs():
+        d = resolve(ref)
+        for preset in d.shapes:
+            pipeline.lower(d.op_for(preset), None, d.dims(preset), be)
+
+
 @settings(FAST, max_examples=150)
 @given(specgen.recipes())
 def test_random_op_defaults_lower_at_real_sizes(recipe):
