@@ -244,3 +244,27 @@ def test_the_proposer_goes_a_step_further_when_the_neighbourhood_is_used_up():
     assert all("+" in n for n in late), late  # by now every single move was seen
     for p in rounds[-1]:  # and the longer steps are schedules that still lower
         lower(apply_trace(op, Trace.from_json(p.trace_json)), dims)
+
+
+def test_mutations_of_a_0d_output_return_none_or_a_trace():
+    """A full reduction to a scalar (mean squared error) has a root without axes: the
+    mutations that work on the root's innermost axis do not apply (they raised
+    IndexError, which ended `kevolve evolve` on such an op)."""
+    from kevolve.ir.builder import cast, compute, dims, f32, input, op, reduce_axis, sum_
+
+    M, N = dims("M N")
+    a, b = input("a", (M, N), f32), input("b", (M, N), f32)
+    r, c = reduce_axis("r", M), reduce_axis("c", N)
+    d = a[r, c] - b[r, c]
+    mse = op("mse", inputs=[a, b],
+             outputs=[compute("loss", (), sum_(d * d, over=(r, c)) / cast(M * N, f32))])
+    dims_ = {"M": 37, "N": 300}
+    t = default_trace(mse, dims_)
+    rng = random.Random(0)
+    for backend in ("cpu", "cuda", "triton"):
+        caps = _caps(backend)
+        for got in (mu.split_tile(t, rng, mse), mu.vectorize_inner(t, rng, mse, caps),
+                    mu.rows_per_program(t, rng, mse), mu.unroll_loop(t, rng, mse, caps),
+                    mu.toggle_reduce_split(t, rng, mse), mu.toggle_online(t, rng, mse)):
+            if got is not None:
+                lower(apply_trace(mse, got), dims_)

@@ -225,6 +225,8 @@ def split_tile(t: Trace, rng: random.Random, op: Op) -> Trace | None:
     """Split the root's innermost whole axis into chunks (or undo such a split)."""
     moves = moves_of(t)
     root = op.stage(op.outputs[0])
+    if not root.axes:  # a 0-d output: no axis to tile
+        return None
     a = root.axes[-1].name
     sp = _split_of(moves, root.name, a)
     dec = dict(t.decisions)
@@ -344,6 +346,8 @@ def vectorize_inner(t: Trace, rng: random.Random, op: Op, caps: dict) -> Trace |
         return None
     moves = moves_of(t)
     root = op.stage(op.outputs[0])
+    if not root.axes:  # a 0-d output: no axis to vectorize
+        return None
     axis = root.axes[-1].name
     sp = _split_of(moves, root.name, axis)
     name = sp.get("into", [f"{axis}o", f"{axis}i"])[1] if sp else axis
