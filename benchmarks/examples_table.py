@@ -104,6 +104,8 @@ def markdown(doc: dict) -> str:
     beat = [r for r in rows if (r.get("speedup_compile") or 0) > 1]
     lines = [f"# Examples table: {doc['backend']}, evolve --budget {doc['budget']}", "",
              f"Command: `{doc['command']}`", "",
+             *[f"Resumed (after removing the records to run again): `{c}`" for c in
+               doc.get("resumed", [])], *([""] if doc.get("resumed") else []),
              f"Date {doc['date']}; hardware {doc['hardware']}; torch {doc['torch']}; "
              f"Python {doc['python']}.", "",
              "kevolve ms: the best schedule of the search, timed again beside torch eager and "
@@ -140,7 +142,8 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per command")
-    p.add_argument("--resume", action="store_true", help="keep the ops OUT.json has")
+    p.add_argument("--resume", action="store_true", help="keep the ops OUT.json has (and "
+                   "its command line); run the others")
     a = p.parse_args(argv)
     if a.shape is None:
         a.shape = "cpu" if a.backend in ("cpu", "numba", "mtia") else "gpu"
@@ -160,7 +163,10 @@ def main(argv=None) -> int:
            "python": platform.python_version(), "ops": []}
     js = out.with_suffix(".json")
     if a.resume and js.is_file():
-        doc["ops"] = json.loads(js.read_text())["ops"]
+        old = json.loads(js.read_text())
+        doc["ops"], doc["command"] = old["ops"], old["command"]
+        doc["resumed"] = old.get("resumed", []) + ["python " + " ".join(
+            map(shlex.quote, [sys.argv[0], *(argv or sys.argv[1:])]))]
     done = {r["ref"] for r in doc["ops"]}
     for ref in refs:
         rel = os.path.relpath(ref.rpartition(":")[0]) + ":" + ref.rpartition(":")[2]
@@ -174,6 +180,9 @@ def main(argv=None) -> int:
               f"({rec['seconds']} s)", file=sys.stderr, flush=True)
         js.write_text(json.dumps(doc, indent=1) + "\n")
         out.with_suffix(".md").write_text(markdown(doc))
+    order = {os.path.relpath(r.rpartition(":")[0]) + ":" + r.rpartition(":")[2]: n
+             for n, r in enumerate(refs)}
+    doc["ops"].sort(key=lambda r: order.get(r["ref"], len(order)))  # resumed: file order
     js.write_text(json.dumps(doc, indent=1) + "\n")
     out.with_suffix(".md").write_text(markdown(doc))
     return 0 if all(r["evolve_verdict"] == "ok" for r in doc["ops"]) else 1
