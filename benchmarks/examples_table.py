@@ -62,10 +62,13 @@ def one(ref: str, a, export_dir: Path) -> dict:
     rec: dict = {"ref": os.path.relpath(ref.rpartition(":")[0]) + ":" + ref.rpartition(":")[2],
                  "shape": a.shape}
     t0 = time.perf_counter()
-    rc, doc, err = cli(["run", ref, "--backend", a.backend, *shape, *threads], a.timeout)
-    doc = doc or {}
-    rec.update(op=doc.get("op"), run_verdict=doc.get("verdict") or f"error: {err}",
-               default_ms=doc.get("time_ms"), sizes=doc.get("shape"))
+    if a.no_run:
+        rec.update(op=resolve_name(ref), run_verdict="not run", default_ms=None)
+    else:
+        rc, doc, err = cli(["run", ref, "--backend", a.backend, *shape, *threads], a.timeout)
+        doc = doc or {}
+        rec.update(op=doc.get("op"), run_verdict=doc.get("verdict") or f"error: {err}",
+                   default_ms=doc.get("time_ms"), sizes=doc.get("shape"))
     rc, doc, err = cli(["evolve", ref, "--backend", a.backend, "--budget", str(a.budget),
                         "--db", a.db, "--seed", str(a.seed), *shape, *threads], a.timeout)
     doc = doc or {}
@@ -87,6 +90,24 @@ def one(ref: str, a, export_dir: Path) -> dict:
         rec["export"] = "skipped (no passing schedule)"
     rec["seconds"] = round(time.perf_counter() - t0, 1)
     return rec
+
+
+def resolve_name(ref: str) -> str:
+    from kevolve.ops import resolve
+
+    return resolve(ref).name
+
+
+def combine(files: list[Path], out: Path) -> int:
+    """One table from several (same backend and budget): their ops in the order given."""
+    docs = [json.loads(f.read_text()) for f in files]
+    doc = {**docs[0], "ops": [r for d in docs for r in d["ops"]],
+           "command": " ; ".join(d["command"] for d in docs)}
+    doc["combined"] = [str(f) for f in files]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
+    out.with_suffix(".md").write_text(markdown(doc))
+    return 0
 
 
 def geomean(xs) -> float | None:
@@ -131,12 +152,13 @@ def markdown(doc: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("files", nargs="+", help="spec files (every operator each binds)")
-    p.add_argument("--backend", "-b", required=True)
+    p.add_argument("files", nargs="+", help="spec files (every operator each binds); with "
+                   "--combine, OUT.json files of earlier runs")
+    p.add_argument("--backend", "-b")
     p.add_argument("--budget", type=int, default=24)
     p.add_argument("--shape", default=None, help="preset (default: cpu, or gpu on a GPU "
                    "backend)")
-    p.add_argument("--db", required=True, help="the archive the searches write")
+    p.add_argument("--db", help="the archive the searches write")
     p.add_argument("--out", required=True, help="OUT.json and OUT.md are written")
     p.add_argument("--only", default=None, help="comma-separated op names to keep")
     p.add_argument("--threads", type=int, default=None)
@@ -144,7 +166,15 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per command")
     p.add_argument("--resume", action="store_true", help="keep the ops OUT.json has (and "
                    "its command line); run the others")
+    p.add_argument("--no-run", action="store_true", help="skip `kevolve run` (the default "
+                   "schedule's check and time): evolve and export only")
+    p.add_argument("--combine", action="store_true", help="write OUT from the tables FILES "
+                   "(runs split over several commands, e.g. one spec file each)")
     a = p.parse_args(argv)
+    if a.combine:
+        return combine([Path(f) for f in a.files], Path(a.out))
+    if not a.backend or not a.db:
+        p.error("--backend and --db are required (unless --combine)")
     if a.shape is None:
         a.shape = "cpu" if a.backend in ("cpu", "numba", "mtia") else "gpu"
     out = Path(a.out)

@@ -72,3 +72,11 @@ def test_the_table_of_two_tiny_examples(tmp_path, monkeypatch):
                     "--resume", "--timeout", "0.001"])
     again = json.loads(out.with_suffix(".json").read_text())
     assert rc == 0 and again["ops"] == doc["ops"] and len(again["resumed"]) == 1
+    # --combine: one table from tables written by separate commands
+    first = dict(doc, ops=doc["ops"][:1])
+    (tmp_path / "one.json").write_text(json.dumps(first))
+    (tmp_path / "two.json").write_text(json.dumps(dict(doc, ops=doc["ops"][1:])))
+    assert tool.main([str(tmp_path / "one.json"), str(tmp_path / "two.json"), "--combine",
+                      "--out", str(tmp_path / "all")]) == 0
+    both = json.loads((tmp_path / "all.json").read_text())
+    assert both["ops"] == doc["ops"] and "row_sum" in (tmp_path / "all.md").read_text()
