@@ -79,19 +79,22 @@ def _records(store: Store, op_name: str | None) -> Iterator[dict]:
 
 
 @guarded
-def merge(store: Store, other_path: str | os.PathLike) -> dict:
+def merge(store: Store, other_path: str | os.PathLike, trust: bool = False) -> dict:
     """Import everything from another archive file (read-only, never written), in one
     transaction: ids are remapped; ops match by IR hash, candidates by (op, trace hash),
     results by (candidate, hardware, backend, run_hash, created), ceilings keep the most
     recently measured value. Returns the counts added per kind and those skipped as
-    duplicates: {"ops": n, ..., "skipped": {"ops": n, ...}}. Merging twice adds nothing."""
+    duplicates: {"ops": n, ..., "skipped": {"ops": n, ...}}. Merging twice adds nothing.
+    Merged results are marked with their origin and untrusted (never a best, never
+    reused, never exported) until `kevolve archive verify` measures them here, unless
+    `trust`."""
     other_path = Path(other_path)
     if not other_path.exists():
         raise ArchiveError(f"no archive to merge at {other_path}")
     if other_path.resolve() == store.path.resolve():
         raise ArchiveError(f"cannot merge archive {store.path} into itself")
     with Store(other_path, readonly=True) as other, store._write() as c:
-        return _Importer(c, str(other_path)).run(enumerate(records(other), 1))
+        return _Importer(c, str(other_path), trust).run(enumerate(records(other), 1))
 
 
 @guarded
@@ -124,14 +127,14 @@ def export_jsonl(store: Store, path: str | os.PathLike, op_name: str | None = No
 
 
 @guarded
-def import_jsonl(store: Store, path: str | os.PathLike) -> dict:
+def import_jsonl(store: Store, path: str | os.PathLike, trust: bool = False) -> dict:
     """Import an export (idempotent: what is already here is skipped), all or nothing.
-    Returns counts as merge() does."""
+    Returns counts as merge() does; results are untrusted unless `trust`, as merge's."""
     path = Path(path)
     if not path.is_file():
         raise ArchiveError(f"no file to import at {path}")
     with open(path, encoding="utf-8") as f, store._write() as c:
-        return _Importer(c, str(path)).run(_read_jsonl(f, path))
+        return _Importer(c, str(path), trust).run(_read_jsonl(f, path))
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -174,9 +177,10 @@ _MISSING = object()
 class _Importer:
     """Adds records (from an export or another archive) inside the caller's transaction."""
 
-    def __init__(self, conn: sqlite3.Connection, source: str):
+    def __init__(self, conn: sqlite3.Connection, source: str, trust: bool = False):
         self.c = conn
         self.source = source
+        self.trust = trust
         self.added = dict.fromkeys(KINDS, 0)
         self.skipped = dict.fromkeys(KINDS, 0)
         self.ops: dict[str, int] = {}  # ir_hash -> our op id
@@ -278,13 +282,16 @@ class _Importer:
         self.c.execute(
             "INSERT INTO results (candidate_id, hardware, backend, toolchain, run_hash, "
             "verdict, time_ms, times_ms, baseline_ms, max_error, message, diagnostics, shape, "
-            "seeds, seconds, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "seeds, seconds, created, origin, trusted) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (cid, hw, be, dumps(self.get(rec, "toolchain", dict, {})), run_hash,
              self.get(rec, "verdict", str), num("time_ms"),
              dumps(self.get(rec, "times_ms", list, [])), num("baseline_ms"), num("max_error"),
              self.get(rec, "message", str, ""), dumps(self.get(rec, "diagnostics", dict, {})),
              dumps(self.get(rec, "shape", dict, {})), dumps(self.get(rec, "seeds", list, [])),
-             self.get(rec, "seconds", float, 0.0), created))
+             self.get(rec, "seconds", float, 0.0), created,
+             self.get(rec, "origin", str, "") or self.source,
+             1 if self.trust and rec.get("trusted", 1) == 1 else 0))
         self.count("results", True)
 
     def ceiling(self, rec: dict) -> None:

@@ -168,7 +168,8 @@ def result_dict(row: Mapping) -> dict:
     return {"hardware": d.get("hardware"), "backend": d.get("backend"),
             "toolchain": _json(d, "toolchain", {}), "run_hash": d.get("run_hash"),
             "shape": _json(d, "shape", {}), "seeds": _json(d, "seeds", []),
-            "created": d.get("created"), "result": result_of(d)}
+            "created": d.get("created"), "origin": d.get("origin") or "",
+            "trusted": d.get("trusted", 1), "result": result_of(d)}
 
 
 def scored_of(row: Mapping) -> Scored:

@@ -99,7 +99,7 @@ class Search:
             opts.setdefault("threads", self.threads)
         return EvalJob(self.opdef.ref, self.cfg.backend, trace_json, self.bench_shape,
                        () if verify else self.check_shapes, (0, 1, 2), opts,
-                       check_bench_shape=verify, time=time_it, repeat=self.cfg.repeat,
+                       check_bench_shape=True, time=time_it, repeat=self.cfg.repeat,
                        threads=self.threads, baseline=baseline, candidate_id=cand)
 
     def render_hash(self, trace: Trace) -> tuple[str | None, Result | None]:

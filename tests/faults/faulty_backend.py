@@ -30,7 +30,9 @@ also writes its input), late_segfault (right, then a thread it started segfaults
 process after the kernel returned), thread_finish (returns at once and finishes the work on
 a thread of its own), memo_repeat (when called again on the same input buffers copies the
 output it computed for them before: skips the work, not the store), gil_hang (never returns
-and holds the GIL all the while, as a numba kernel without nogil in an endless loop).
+and holds the GIL all the while, as a numba kernel without nogil in an endless loop),
+wrong_at_bench (right, but slow, everywhere except when the output has good_numel elements:
+there one element is off).
 A compiler that talks: noisy_compile writes a page to stdout (file descriptor 1, as Triton's
 PTX dump on a ptxas failure does) and fails.
 A compiler that fails late: jit_compile_error (every call raises `PTXASError`, as a JIT such
@@ -56,7 +58,7 @@ PROCESS_FAULTS = ("segfault", "hang", "oom", "compile_hang", "sticky_cuda", "lat
                   "gil_hang")
 OUTPUT_FAULTS = ("partial", "cached", "modify_inputs", "modify_inputs_when_timed",
                  "accumulate_repeat", "bench_only", "zeros", "nan", "one_off", "skip_repeat",
-                 "wrong_modify_inputs", "thread_finish", "memo_repeat")
+                 "wrong_modify_inputs", "thread_finish", "memo_repeat", "wrong_at_bench")
 LAUNCH_FAULTS = ("jit_compile_error",)
 MODES = ("none",) + PROCESS_FAULTS + OUTPUT_FAULTS + LAUNCH_FAULTS + ("noisy_compile",)
 
@@ -87,7 +89,8 @@ class FaultyBackend(CpuBackend):
     def render(self, plan) -> KernelSource:
         src = super().render(plan)
         mode = self.mode_for(plan)
-        knobs = {"one_off": f" delta={self.delta!r}", "bench_only": f" good={self.good_numel}"}
+        knobs = {"one_off": f" delta={self.delta!r}", "bench_only": f" good={self.good_numel}",
+                 "wrong_at_bench": f" good={self.good_numel}"}
         warps = plan.kernels[0].num_warps if plan.kernels else None
         return replace(src, text=src.text + f"// kevolve test fault: {mode}"
                        f"{knobs.get(mode, '')} (num_warps {warps})\n",
@@ -204,6 +207,12 @@ def _faulty(kernel: Kernel, mode: str, be: FaultyBackend):
                 # holding the arrays keeps their addresses from being reused by the next
                 # (fresh, NaN-poisoned) outputs, which would then be skipped too
                 state["last"], state["held"] = key, (inputs, outputs)
+        elif mode == "wrong_at_bench":
+            honest(inputs, outputs, params)
+            honest(inputs, outputs, params)  # slower than the honest kernel: never top-k
+            if sum(o.size for o in outputs.values()) == be.good_numel:
+                o = next(iter(outputs.values()))
+                o.reshape(-1)[0] += 1.0
         elif mode == "wrong_modify_inputs":
             honest(inputs, outputs, params)
             for o in outputs.values():
