@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 
 from .errors import MoveError
-from .moves import MOVES
+from .moves import DECISION_PATTERN, MOVES
 
 VERSION = 1
 
@@ -95,6 +96,10 @@ class Trace:
                 for k, v in dec.items()):
             raise MoveError(None, "schema.decisions", "decisions must map names to integers",
                             '{"$BN": 1024}')
+        bad = next((k for k in dec if not re.fullmatch(DECISION_PATTERN, k)), None)
+        if bad is not None:
+            raise MoveError(None, "schema.decisions", f"decision name {bad[:80]!r} is not $ and "
+                            "word characters (at most 64)", '{"$BN": 1024}')
         op = d.get("op", "")
         if not isinstance(op, str):
             raise MoveError(None, "schema.op", "op must be a string", "")
