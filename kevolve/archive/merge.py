@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from . import schema
-from .records import canonical_trace, dumps, ir_hash, real, result_dict
+from .records import canonical_trace, dumps, ir_hash, loads, real, result_dict
 from .schema import KINDS, ArchiveError
 from .store import Store, describe, guarded
 
@@ -61,7 +61,7 @@ def _records(store: Store, op_name: str | None) -> Iterator[dict]:
                **res}
     for r in store._read("SELECT * FROM hardware ORDER BY name, key"):
         yield {"kind": "ceiling", "hardware": r["name"], "key": r["key"],
-               "value": json.loads(r["value"]), "measured": r["measured"]}
+               "value": loads(r["value"], f"ceiling {r['key']!r}"), "measured": r["measured"]}
     usage_where = ("WHERE o.name = ?" if op_name is not None else "")
     for r in store._read(
             "SELECT u.*, c.trace_hash, o.ir_hash FROM usage u LEFT JOIN candidates c "
@@ -74,7 +74,8 @@ def _records(store: Store, op_name: str | None) -> Iterator[dict]:
     for r in store._read("SELECT u.*, o.ir_hash FROM runs u JOIN ops o ON o.id = u.op_id "
                          f"{where} ORDER BY u.id", args):
         yield {"kind": "run", "op": r["ir_hash"], "backend": r["backend"],
-               "hardware": r["hardware"], "settings": json.loads(r["settings"]),
+               "hardware": r["hardware"],
+               "settings": loads(r["settings"], f"runs row {r['id']}, settings"),
                "started": r["started"], "finished": r["finished"], "status": r["status"]}
 
 

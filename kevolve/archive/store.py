@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import sqlite3
 import threading
@@ -28,9 +27,11 @@ from . import schema
 from .records import (
     Result,
     Scored,
+    bad_row,
     canonical_trace,
     dumps,
     ir_hash,
+    loads,
     name_of,
     result_columns,
     result_dict,
@@ -324,7 +325,7 @@ class Store:
         here (`trusted` != 1) are never among them: they are claims, not measurements."""
         part = "PARTITION BY r.candidate_id, r.backend, r.hardware"
         untimed = "(r.verdict = 'ok' AND r.time_ms IS NULL)"
-        return self._read(
+        rows = self._read(
             "WITH latest AS (SELECT r.*, c.op_id, c.trace_json, c.trace_hash, c.parent_id, "
             "c.proposer, c.generation, c.note, o.name AS op_name, o.ir_hash, "
             f"row_number() OVER ({part} ORDER BY {untimed}, r.created DESC, r.id DESC) AS rn, "
@@ -332,6 +333,12 @@ class Store:
             "FROM results r JOIN candidates c ON c.id = r.candidate_id "
             f"JOIN ops o ON o.id = c.op_id WHERE ({where}) AND r.trusted = 1) "
             "SELECT * FROM latest WHERE rn = 1 ORDER BY first_created, first_id", args)
+        for r in rows:  # a row kevolve cannot read is an ArchiveError naming it, here
+            result_dict(r)
+            scored_of(r)
+            if not isinstance(r["op_name"], str) or not isinstance(r["created"], (int, float)):
+                raise bad_row(dict(r), "its op name or creation time is of the wrong kind")
+        return rows
 
     @staticmethod
     def _where(op_name: str, backend: str | None, hardware: str | None) -> tuple[str, tuple]:
@@ -460,15 +467,16 @@ class Store:
         """The op's recorded baselines: one dict per (shape, hardware, toolchain, kind)."""
         rows = self._read("SELECT * FROM baselines WHERE op_name = ? ORDER BY hardware, "
                           "toolchain, shape, kind", (op_name,))
-        return [{"op": r["op_name"], "shape": json.loads(r["shape"]), "hardware":
-                 r["hardware"], "toolchain": r["toolchain"], "kind": r["kind"],
+        return [{"op": r["op_name"], "shape": loads(r["shape"], "a baselines shape"),
+                 "hardware": r["hardware"], "toolchain": r["toolchain"], "kind": r["kind"],
                  "time_ms": r["time_ms"], "measured": r["measured"]} for r in rows]
 
     @guarded
     def ceilings(self, hardware: str) -> dict:
         rows = self._read("SELECT key, value FROM hardware WHERE name = ? ORDER BY key",
                           (hardware,))
-        return {r["key"]: json.loads(r["value"]) for r in rows}
+        return {r["key"]: loads(r["value"], f"ceiling {r['key']!r} of {hardware!r}")
+                for r in rows}
 
     @guarded
     def record_usage(self, proposer: str, model: str, input_tokens: int, output_tokens: int,
@@ -527,7 +535,7 @@ class Store:
         if not rows:
             return None
         d = dict(rows[0])
-        d["settings"] = json.loads(d["settings"])
+        d["settings"] = loads(d["settings"], f"runs row {d.get('id')}, column settings")
         return d
 
     # inspection

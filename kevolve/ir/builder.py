@@ -37,7 +37,7 @@ from .nodes import (
     walk,
     walk_stage,
 )
-from .validate import check_stage
+from .validate import check_name, check_names, check_stage
 
 __all__ = [
     "dims", "param", "input", "axes", "axis", "reduce_axis", "jagged_axis", "compute", "op",
@@ -253,8 +253,12 @@ def op(name: str, inputs, outputs) -> Op:
         for n in walk_stage(s):
             _dims_in(n, used)
     params = tuple(d for n, d in sorted(used.items()) if n not in bare)
-    return Op(name, tuple(inputs), tuple(s.name for s in outs), tuple(stages.values()),
+    made = Op(name, tuple(inputs), tuple(s.name for s in outs), tuple(stages.values()),
               params, loc=loc)
+    check_names(made)
+    for d in used.values():
+        check_name("dim", d.name, loc)
+    return made
 
 
 def _dims_in(e: Expr, acc: dict[str, Dim]) -> None:

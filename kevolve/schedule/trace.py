@@ -28,6 +28,22 @@ def _thaw(v):
     return v
 
 
+MAX_DEPTH = 16  # a trace is {moves: [{m, args: [names]}]}: 4 deep; anything far deeper is junk
+
+
+def too_deep(value, limit: int) -> bool:
+    """True when lists and dicts nest more than `limit` deep (walked without recursion, so
+    a hostile document cannot exhaust the stack)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, (list, tuple, dict)):
+            if depth > limit:
+                return True
+            stack.extend((c, depth + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
 @dataclass(frozen=True)
 class Move:
     m: str
@@ -84,6 +100,10 @@ class Trace:
         if not isinstance(d, dict):
             raise MoveError(None, "schema.not_object", "a trace must be a JSON object",
                             '{"version": 1, "op": ..., "moves": [...], "decisions": {}}')
+        if too_deep(d, MAX_DEPTH):
+            raise MoveError(None, "schema.too_deep", f"the trace nests lists or objects more "
+                            f"than {MAX_DEPTH} deep", "a move's arguments are names, numbers "
+                            "and short lists")
         if d.get("version", VERSION) != VERSION:
             raise MoveError(None, "schema.version", f"trace version {d.get('version')!r} is "
                             f"not supported", f"use version {VERSION}")
@@ -108,6 +128,9 @@ class Trace:
 
     @staticmethod
     def from_json(text: str) -> Trace:
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise MoveError(None, "schema.json", f"a trace is JSON text, not "
+                            f"{type(text).__name__}", "")
         try:
             d = json.loads(text)
         except (ValueError, TypeError, RecursionError) as e:  # ValueError: JSONDecodeError
