@@ -218,7 +218,7 @@ def result_dict(row: Mapping) -> dict:
     if not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in shape.values()):
         raise bad_row(d, "column shape holds something other than sizes and names")
     for k in ("hardware", "backend"):
-        if not isinstance(d.get(k), str):
+        if d.get(k) is not None and not isinstance(d[k], str):
             raise bad_row(d, f"column {k} is not text")
     return {"hardware": d.get("hardware"), "backend": d.get("backend"),
             "toolchain": _json(d, "toolchain", {}, dict), "run_hash": d.get("run_hash"),
