@@ -59,12 +59,16 @@ def _names(spec: str, n: int | None = None) -> list[str]:
 
 def dims(names: str) -> Dim | tuple[Dim, ...]:
     """Symbolic sizes, bound from input shapes at call time: `M, N = dims("M N")`."""
+    loc = user_location()
     ds = tuple(Dim(n) for n in _names(names))
+    for d in ds:
+        check_name("dim", d.name, loc)
     return ds[0] if len(ds) == 1 else ds
 
 
 def param(name: str) -> Dim:
     """A scalar integer fixed per call that no input shape carries (e.g. a jagged max length)."""
+    check_name("parameter", name, user_location())
     return Dim(name)
 
 

@@ -19,7 +19,7 @@ import os
 import random
 import time
 from collections import Counter
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 
 from .. import pipeline
 from ..archive import RunKey, reused
@@ -143,8 +143,8 @@ class Search:
             arch.quick_check()  # before the first write: a damaged file is refused, not extended
             op_id = arch.op_id(self.op)
             run_id = arch.start_run(op_id, cfg.backend, self.hardware, {
-                **{k: v for k, v in asdict(cfg).items() if k != "db"},
-                "bench_shape": self.bench_shape})
+                **{f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "db"},
+                "bench_shape": self.bench_shape})  # (objects in options are stored as text)
             ceilings = arch.ceilings(self.hardware)
             if not ceilings or (not self.gpu and "copy_threads" not in ceilings):
                 # (CPU ceilings from before copy_threads may be one thread's: measure again)

@@ -12,7 +12,7 @@ import types
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kevolve.archive import Archive
@@ -73,6 +73,9 @@ NAMES = st.text(min_size=1, max_size=12).filter(lambda s: not s.isidentifier() o
 @settings(max_examples=30, deadline=None)
 @given(kind=st.sampled_from(["op", "input", "stage", "axis", "dim"]), name=NAMES)
 def test_no_hostile_name_reaches_a_template(kind, name):
+    if kind in ("dim", "axis"):  # (these split their argument at whitespace: several names)
+        name = "".join(name.replace(",", " ").split())
+        assume(name and not (name.isidentifier() and name.isascii()))
     """Every kind of name a spec gives is checked when the op is built: a name that is not
     an ASCII identifier is a SpecError before any backend renders anything."""
     from kevolve.ir.builder import axes, compute, dims, f32, input, op
