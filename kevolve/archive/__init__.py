@@ -57,18 +57,19 @@ class Archive(Store):
         (parents first), results, ceilings, usage, runs; op_name limits it to one op."""
         return _merge.records(self, op_name)
 
-    def merge(self, other_path: str | os.PathLike) -> dict:
+    def merge(self, other_path: str | os.PathLike, trust: bool = False) -> dict:
         """Import everything from another archive file (only read), in one transaction;
-        returns counts added per kind and {"skipped": ...}. Merging twice adds nothing."""
-        return _merge.merge(self, other_path)
+        returns counts added per kind and {"skipped": ...}. Merging twice adds nothing.
+        Its results are untrusted until verified here, unless `trust`."""
+        return _merge.merge(self, other_path, trust)
 
     def export_jsonl(self, path: str | os.PathLike, op_name: str | None = None) -> dict:
         """Write the archive (or one op's part) as JSON lines; returns counts per kind."""
         return _merge.export_jsonl(self, path, op_name)
 
-    def import_jsonl(self, path: str | os.PathLike) -> dict:
+    def import_jsonl(self, path: str | os.PathLike, trust: bool = False) -> dict:
         """Import an export, all or nothing; returns counts as merge() does."""
-        return _merge.import_jsonl(self, path)
+        return _merge.import_jsonl(self, path, trust)
 
 
 def open_archive(path: str | os.PathLike = DEFAULT_PATH, *, create: bool = False,

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from . import schema
-from .records import canonical_trace, dumps, ir_hash, real, result_dict
+from .records import canonical_trace, dumps, ir_hash, loads, real, result_dict
 from .schema import KINDS, ArchiveError
 from .store import Store, describe, guarded
 
@@ -62,7 +62,7 @@ def _records(store: Store, op_name: str | None) -> Iterator[dict]:
                **res}
     for r in store._read("SELECT * FROM hardware ORDER BY name, key"):
         yield {"kind": "ceiling", "hardware": r["name"], "key": r["key"],
-               "value": json.loads(r["value"]), "measured": r["measured"]}
+               "value": loads(r["value"], f"ceiling {r['key']!r}"), "measured": r["measured"]}
     usage_where = ("WHERE o.name = ?" if op_name is not None else "")
     for r in store._read(
             "SELECT u.*, c.trace_hash, o.ir_hash FROM usage u LEFT JOIN candidates c "
@@ -75,30 +75,34 @@ def _records(store: Store, op_name: str | None) -> Iterator[dict]:
     for r in store._read("SELECT u.*, o.ir_hash FROM runs u JOIN ops o ON o.id = u.op_id "
                          f"{where} ORDER BY u.id", args):
         yield {"kind": "run", "op": r["ir_hash"], "backend": r["backend"],
-               "hardware": r["hardware"], "settings": json.loads(r["settings"]),
+               "hardware": r["hardware"],
+               "settings": loads(r["settings"], f"runs row {r['id']}, settings"),
                "started": r["started"], "finished": r["finished"], "status": r["status"]}
     bwhere = "WHERE op_name = ?" if op_name is not None else ""
     for r in store._read(f"SELECT * FROM baselines {bwhere} ORDER BY op_name, hardware, "
                          "toolchain, shape, kind", args):
-        yield {"kind": "baseline", "op_name": r["op_name"], "shape": json.loads(r["shape"]),
+        yield {"kind": "baseline", "op_name": r["op_name"], "shape": loads(r["shape"], f"baselines row of {r['op_name']}, shape"),
                "hardware": r["hardware"], "toolchain": r["toolchain"], "baseline": r["kind"],
                "time_ms": r["time_ms"], "measured": r["measured"]}
 
 
 @guarded
-def merge(store: Store, other_path: str | os.PathLike) -> dict:
+def merge(store: Store, other_path: str | os.PathLike, trust: bool = False) -> dict:
     """Import everything from another archive file (read-only, never written), in one
     transaction: ids are remapped; ops match by IR hash, candidates by (op, trace hash),
     results by (candidate, hardware, backend, run_hash, created), ceilings and baselines
     keep the most recently measured value. Returns the counts added per kind and those skipped as
-    duplicates: {"ops": n, ..., "skipped": {"ops": n, ...}}. Merging twice adds nothing."""
+    duplicates: {"ops": n, ..., "skipped": {"ops": n, ...}}. Merging twice adds nothing.
+    Merged results are marked with their origin and untrusted (never a best, never
+    reused, never exported) until `kevolve archive verify` measures them here, unless
+    `trust`."""
     other_path = Path(other_path)
     if not other_path.exists():
         raise ArchiveError(f"no archive to merge at {other_path}")
     if other_path.resolve() == store.path.resolve():
         raise ArchiveError(f"cannot merge archive {store.path} into itself")
     with Store(other_path, readonly=True) as other, store._write() as c:
-        return _Importer(c, str(other_path)).run(enumerate(records(other), 1))
+        return _Importer(c, str(other_path), trust).run(enumerate(records(other), 1))
 
 
 @guarded
@@ -132,14 +136,14 @@ def export_jsonl(store: Store, path: str | os.PathLike, op_name: str | None = No
 
 
 @guarded
-def import_jsonl(store: Store, path: str | os.PathLike) -> dict:
+def import_jsonl(store: Store, path: str | os.PathLike, trust: bool = False) -> dict:
     """Import an export (idempotent: what is already here is skipped), all or nothing.
-    Returns counts as merge() does."""
+    Returns counts as merge() does; results are untrusted unless `trust`, as merge's."""
     path = Path(path)
     if not path.is_file():
         raise ArchiveError(f"no file to import at {path}")
     with open(path, encoding="utf-8") as f, store._write() as c:
-        return _Importer(c, str(path)).run(_read_jsonl(f, path))
+        return _Importer(c, str(path), trust).run(_read_jsonl(f, path))
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -182,9 +186,10 @@ _MISSING = object()
 class _Importer:
     """Adds records (from an export or another archive) inside the caller's transaction."""
 
-    def __init__(self, conn: sqlite3.Connection, source: str):
+    def __init__(self, conn: sqlite3.Connection, source: str, trust: bool = False):
         self.c = conn
         self.source = source
+        self.trust = trust
         self.added = dict.fromkeys(KINDS, 0)
         self.skipped = dict.fromkeys(KINDS, 0)
         self.ops: dict[str, int] = {}  # ir_hash -> our op id
@@ -287,13 +292,16 @@ class _Importer:
         self.c.execute(
             "INSERT INTO results (candidate_id, hardware, backend, toolchain, run_hash, "
             "verdict, time_ms, times_ms, baseline_ms, max_error, message, diagnostics, shape, "
-            "seeds, seconds, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "seeds, seconds, created, origin, trusted) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (cid, hw, be, dumps(self.get(rec, "toolchain", dict, {})), run_hash,
              self.get(rec, "verdict", str), num("time_ms"),
              dumps(self.get(rec, "times_ms", list, [])), num("baseline_ms"), num("max_error"),
              self.get(rec, "message", str, ""), dumps(self.get(rec, "diagnostics", dict, {})),
              dumps(self.get(rec, "shape", dict, {})), dumps(self.get(rec, "seeds", list, [])),
-             self.get(rec, "seconds", float, 0.0), created))
+             self.get(rec, "seconds", float, 0.0), created,
+             self.get(rec, "origin", str, "") or self.source,
+             1 if self.trust and rec.get("trusted", 1) == 1 else 0))
         self.count("results", True)
 
     def ceiling(self, rec: dict) -> None:

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from ..errors import ArchiveError
 from ..evaluate.job import Result
 
 __all__ = ["REUSED", "Result", "RunKey", "Scored", "canonical_trace", "dumps", "ir_hash",
@@ -143,21 +144,66 @@ def result_columns(result: Result) -> dict:
             "seconds": float(result.seconds or 0.0)}
 
 
-def _json(d: dict, key: str, default):
+def _where(d: Mapping, table: str = "results") -> str:
+    rid = d.get("id")
+    return f"{table} row {rid}" if rid is not None else f"a {table} row"
+
+
+def bad_row(d: Mapping, what: str, table: str = "results") -> ArchiveError:
+    """The error for a row that SQLite accepts but kevolve cannot read (hand-edited, or
+    written by something else): names the row and the column."""
+    return ArchiveError(f"archive: {_where(d, table)}: {what}; the archive holds rows "
+                        "kevolve did not write (repair or delete them, or use another --db)")
+
+
+def loads(text, what: str = "a JSON column"):
+    """json.loads for archive text: malformed or absurdly nested JSON is an ArchiveError."""
+    from ..schedule.trace import too_deep
+
+    try:
+        v = json.loads(text)
+    except (ValueError, TypeError, RecursionError) as e:
+        raise ArchiveError(f"archive: {what} is not valid JSON ({str(e)[:120]})") from None
+    if too_deep(v, 64):
+        raise ArchiveError(f"archive: {what} nests JSON more than 64 deep")
+    return v
+
+
+def _json(d: Mapping, key: str, default, kind=None, table: str = "results"):
     v = d.get(key)
     if v is None:
         return default
-    return json.loads(v) if isinstance(v, (str, bytes)) else v
+    if isinstance(v, (str, bytes)):
+        v = loads(v, f"{_where(d, table)}, column {key}")
+    if kind is not None and not isinstance(v, kind):
+        raise bad_row(d, f"column {key} holds {type(v).__name__}, not "
+                      f"{getattr(kind, '__name__', 'the expected kind')}", table)
+    return v
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def result_of(row: Mapping) -> Result:
     """The Result a results row holds (a sqlite3.Row or a dict of columns); its run_hash is
     the Result's source_hash. Columns this version does not know are dropped; NULL or missing
-    ones take the Result's defaults."""
+    ones take the Result's defaults. A value of the wrong kind (text where a time belongs, a
+    list where diagnostics belong) is an ArchiveError naming the row."""
     d = dict(row)
-    d["times_ms"] = _json(d, "times_ms", [])
-    d["diagnostics"] = _json(d, "diagnostics", {})
+    d["times_ms"] = _json(d, "times_ms", [], list)
+    d["diagnostics"] = _json(d, "diagnostics", {}, dict)
     d["source_hash"] = d.pop("run_hash", None)
+    if not all(_number(t) for t in d["times_ms"]):
+        raise bad_row(d, "column times_ms holds something other than numbers")
+    if not isinstance(d.get("verdict"), str):
+        raise bad_row(d, "column verdict is not text")
+    for k in ("time_ms", "baseline_ms", "max_error", "seconds"):
+        if d.get(k) is not None and not _number(d[k]):
+            raise bad_row(d, f"column {k} holds {type(d[k]).__name__}, not a number")
+    for k in ("message", "source_hash"):
+        if d.get(k) is not None and not isinstance(d[k], str):
+            raise bad_row(d, f"column {k} is not text")
     return Result.from_dict({k: v for k, v in d.items() if v is not None})
 
 
@@ -165,14 +211,26 @@ def result_dict(row: Mapping) -> dict:
     """A results row as the archive's verbs return it: where and how it ran, and the Result
     under "result"."""
     d = dict(row)
+    seeds = _json(d, "seeds", [], list)
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in seeds):
+        raise bad_row(d, "column seeds holds something other than integers")
+    shape = _json(d, "shape", {}, dict)
+    if not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in shape.values()):
+        raise bad_row(d, "column shape holds something other than sizes and names")
+    for k in ("hardware", "backend"):
+        if d.get(k) is not None and not isinstance(d[k], str):
+            raise bad_row(d, f"column {k} is not text")
     return {"hardware": d.get("hardware"), "backend": d.get("backend"),
-            "toolchain": _json(d, "toolchain", {}), "run_hash": d.get("run_hash"),
-            "shape": _json(d, "shape", {}), "seeds": _json(d, "seeds", []),
-            "created": d.get("created"), "result": result_of(d)}
+            "toolchain": _json(d, "toolchain", {}, dict), "run_hash": d.get("run_hash"),
+            "shape": shape, "seeds": seeds,
+            "created": d.get("created"), "origin": d.get("origin") or "",
+            "trusted": d.get("trusted", 1), "result": result_of(d)}
 
 
 def scored_of(row: Mapping) -> Scored:
     """A results row joined with its candidate (trace_json, candidate_id, parent_id,
     proposer) as the population's record."""
+    if not isinstance(row["trace_json"], str):
+        raise bad_row(dict(row), "its candidate's trace_json is not text")
     return Scored(row["trace_json"], result_of(row), row["candidate_id"], row["parent_id"],
                   row["proposer"])

@@ -75,9 +75,18 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
         PRIMARY KEY (op_name, shape, hardware, toolchain, kind))""")
 
 
+def _add_result_origin(conn: sqlite3.Connection) -> None:
+    """Where a result was measured: `origin` '' for this archive's own searches, else the
+    archive or export it was merged from; `trusted` 0 for merged results until `kevolve
+    archive verify` measures them again here (or the merge was given --trust)."""
+    conn.execute("ALTER TABLE results ADD COLUMN origin TEXT NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE results ADD COLUMN trusted INTEGER NOT NULL DEFAULT 1")
+
+
 # MIGRATIONS[n] takes schema version n to n + 1, inside the opening transaction. Append only;
 # never edit a released step. The current version is len(MIGRATIONS).
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_0_to_1, _migrate_1_to_2]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_0_to_1, _migrate_1_to_2,
+                                                          _add_result_origin]
 
 
 def schema_version() -> int:

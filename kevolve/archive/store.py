@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import sqlite3
 import threading
@@ -28,9 +27,11 @@ from . import schema
 from .records import (
     Result,
     Scored,
+    bad_row,
     canonical_trace,
     dumps,
     ir_hash,
+    loads,
     name_of,
     result_columns,
     result_dict,
@@ -293,7 +294,8 @@ class Store:
         rows = self._read(
             "SELECT r.* FROM results r JOIN candidates c ON c.id = r.candidate_id "
             "WHERE r.run_hash = ? AND r.backend = ? AND r.hardware = ? AND c.op_id = ? "
-            "ORDER BY r.created DESC, r.id DESC LIMIT 1", (run_hash, backend, hardware, op_id))
+            "AND r.trusted = 1 ORDER BY r.created DESC, r.id DESC LIMIT 1",
+            (run_hash, backend, hardware, op_id))
         return result_of(rows[0]) if rows else None
 
     @guarded
@@ -301,8 +303,8 @@ class Store:
         """Ids of this op's candidates with a result on (backend, hardware)."""
         rows = self._read(
             "SELECT DISTINCT r.candidate_id FROM results r JOIN candidates c "
-            "ON c.id = r.candidate_id WHERE c.op_id = ? AND r.backend = ? AND r.hardware = ?",
-            (op_id, backend, hardware))
+            "ON c.id = r.candidate_id WHERE c.op_id = ? AND r.backend = ? AND r.hardware = ? "
+            "AND r.trusted = 1", (op_id, backend, hardware))
         return {r[0] for r in rows}
 
     @guarded
@@ -319,17 +321,24 @@ class Store:
         """The latest result of each (candidate, backend, hardware) matching `where`, in the
         order candidates were first evaluated there. A passing result without a time (a
         correctness-only check) never hides a timed one: it would erase the candidate's
-        time from the population on resume."""
+        time from the population on resume. Results merged from elsewhere and not verified
+        here (`trusted` != 1) are never among them: they are claims, not measurements."""
         part = "PARTITION BY r.candidate_id, r.backend, r.hardware"
         untimed = "(r.verdict = 'ok' AND r.time_ms IS NULL)"
-        return self._read(
+        rows = self._read(
             "WITH latest AS (SELECT r.*, c.op_id, c.trace_json, c.trace_hash, c.parent_id, "
             "c.proposer, c.generation, c.note, o.name AS op_name, o.ir_hash, "
             f"row_number() OVER ({part} ORDER BY {untimed}, r.created DESC, r.id DESC) AS rn, "
             f"min(r.created) OVER ({part}) AS first_created, min(r.id) OVER ({part}) AS first_id "
             "FROM results r JOIN candidates c ON c.id = r.candidate_id "
-            f"JOIN ops o ON o.id = c.op_id WHERE {where}) "
+            f"JOIN ops o ON o.id = c.op_id WHERE ({where}) AND r.trusted = 1) "
             "SELECT * FROM latest WHERE rn = 1 ORDER BY first_created, first_id", args)
+        for r in rows:  # a row kevolve cannot read is an ArchiveError naming it, here
+            result_dict(r)
+            scored_of(r)
+            if not isinstance(r["op_name"], str) or not isinstance(r["created"], (int, float)):
+                raise bad_row(dict(r), "its op name or creation time is of the wrong kind")
+        return rows
 
     @staticmethod
     def _where(op_name: str, backend: str | None, hardware: str | None) -> tuple[str, tuple]:
@@ -458,15 +467,16 @@ class Store:
         """The op's recorded baselines: one dict per (shape, hardware, toolchain, kind)."""
         rows = self._read("SELECT * FROM baselines WHERE op_name = ? ORDER BY hardware, "
                           "toolchain, shape, kind", (op_name,))
-        return [{"op": r["op_name"], "shape": json.loads(r["shape"]), "hardware":
-                 r["hardware"], "toolchain": r["toolchain"], "kind": r["kind"],
+        return [{"op": r["op_name"], "shape": loads(r["shape"], "a baselines shape"),
+                 "hardware": r["hardware"], "toolchain": r["toolchain"], "kind": r["kind"],
                  "time_ms": r["time_ms"], "measured": r["measured"]} for r in rows]
 
     @guarded
     def ceilings(self, hardware: str) -> dict:
         rows = self._read("SELECT key, value FROM hardware WHERE name = ? ORDER BY key",
                           (hardware,))
-        return {r["key"]: json.loads(r["value"]) for r in rows}
+        return {r["key"]: loads(r["value"], f"ceiling {r['key']!r} of {hardware!r}")
+                for r in rows}
 
     @guarded
     def record_usage(self, proposer: str, model: str, input_tokens: int, output_tokens: int,
@@ -477,6 +487,24 @@ class Store:
                 "note, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (candidate_id, proposer, model, int(input_tokens), int(output_tokens), note,
                  time.time())).lastrowid
+
+    @guarded
+    def untrusted(self) -> list[dict]:
+        """Results merged from another archive and not yet verified here, oldest first:
+        result_id, candidate_id, op (name), trace_json, and the result_dict fields."""
+        rows = self._read("SELECT r.*, c.trace_json, o.name AS op_name FROM results r "
+                          "JOIN candidates c ON c.id = r.candidate_id JOIN ops o "
+                          "ON o.id = c.op_id WHERE r.trusted = 0 ORDER BY r.id")
+        return [{**result_dict(r), "result_id": r["id"], "candidate_id": r["candidate_id"],
+                 "op": r["op_name"], "trace_json": r["trace_json"]} for r in rows]
+
+    @guarded
+    def mark_verified(self, result_id: int) -> None:
+        """A merged result whose candidate was measured again here: `trusted` = -1 (checked;
+        the new measurement counts, this one never does)."""
+        with self._write() as c:
+            c.execute("UPDATE results SET trusted = -1 WHERE id = ? AND trusted = 0",
+                      (result_id,))
 
     @guarded
     def usage_totals(self) -> dict:
@@ -507,7 +535,7 @@ class Store:
         if not rows:
             return None
         d = dict(rows[0])
-        d["settings"] = json.loads(d["settings"])
+        d["settings"] = loads(d["settings"], f"runs row {d.get('id')}, column settings")
         return d
 
     # inspection
@@ -533,6 +561,7 @@ class Store:
             else:
                 g["failed"] += 1
             g["last"] = max(g["last"] or 0.0, r["created"])
+        untrusted = self._read("SELECT count(*) FROM results WHERE trusted = 0")[0][0]
         unevaluated = self._read("SELECT count(*) FROM candidates c WHERE NOT EXISTS "
                                  "(SELECT 1 FROM results r WHERE r.candidate_id = c.id)")[0][0]
         tokens = self._read("SELECT coalesce(sum(input_tokens), 0), "
@@ -541,7 +570,7 @@ class Store:
             version = self._connection().execute("PRAGMA user_version").fetchone()[0]
         return {"path": str(self.path), "schema_version": version,
                 "application_id": APPLICATION_ID, "counts": counts,
-                "unevaluated": unevaluated,
+                "unevaluated": unevaluated, "untrusted": untrusted,
                 "tokens": {"input": tokens[0], "output": tokens[1]},
                 "groups": sorted(groups.values(),
                                  key=lambda g: (g["op"], g["backend"], g["hardware"])),

@@ -21,7 +21,7 @@ from .cstyle.languages import CLanguage
 from .cstyle.scalar import ScalarEmitter
 from .target import Target
 from .templating import banner, render
-from .toolchain import c_compile_log, cache_dir, cc_version, run_tool
+from .toolchain import c_compile_log, cache_dir, cc_version, run_tool, seal, sealed
 
 __all__ = ["CpuBackend", "CFLAGS", "LDFLAGS", "compile_c"]
 
@@ -105,7 +105,7 @@ def compile_c(source: KernelSource, cc: str) -> ctypes.CDLL:
     d = cache_dir() / "cpu"
     d.mkdir(parents=True, exist_ok=True)
     so = d / f"{source.hash}.so"
-    if not so.exists():
+    if not sealed(so):  # missing, or not this user's own build (planted): build it
         # Processes and threads may build the same source at once (parallel tests, search
         # workers): every file is written under a name of its own, then renamed into place.
         own = f"{os.getpid()}.{threading.get_ident()}"
@@ -119,5 +119,5 @@ def compile_c(source: KernelSource, cc: str) -> ctypes.CDLL:
                     [cc, *LDFLAGS, str(obj), "-o", str(tmp), "-lm"]):
             run_tool(cmd, tail=4000, name_command=False)
         obj.unlink()
-        tmp.replace(so)
+        seal(tmp, so)
     return ctypes.CDLL(str(so))

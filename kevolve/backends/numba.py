@@ -17,7 +17,7 @@ from .cstyle.languages import NumbaLanguage
 from .cstyle.scalar import ScalarEmitter
 from .pyexpr import Ctx, emit
 from .templating import banner, render
-from .toolchain import cache_dir
+from .toolchain import cache_dir, seal, sealed
 
 NUMBA_LANG = NumbaLanguage()
 
@@ -70,10 +70,10 @@ class NumbaBackend(Backend):
         d = cache_dir() / "numba"
         d.mkdir(parents=True, exist_ok=True)
         path = d / f"k_{source.hash}.py"
-        if not path.exists():  # another process may be importing it: write, then rename
+        if not sealed(path):  # another process may be importing it: write, then rename
             tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_text(source.text)
-            tmp.replace(path)
+            seal(tmp, path)
         name = f"kevolve_numba_{source.hash}"
         mod = sys.modules.get(name)
         if mod is None:

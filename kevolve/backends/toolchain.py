@@ -1,6 +1,12 @@
 """The compilers behind the backends: where builds are cached, finding a tool, its version
 (what a result is recorded under, and part of cache file names: another compiler, other
-machine code), running it, and writing build outputs atomically (workers share the cache)."""
+machine code), running it, and writing build outputs atomically (workers share the cache).
+
+The cache is sealed: every build output is written with a `.seal` beside it, an HMAC of its
+bytes and name under a per-user key (`~/.config/kevolve/cache.key`, 0600, created on first
+use), and is loaded only while its seal verifies. A library or module planted in the cache
+by anyone who cannot read that key (another user of a shared cache folder, a copied cache)
+is not loaded: it is rebuilt from source over the planted file."""
 
 from __future__ import annotations
 
@@ -23,6 +29,68 @@ def cache_dir() -> Path:
     p = Path(root)
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+def _key_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "kevolve" / "cache.key"
+
+
+@lru_cache(maxsize=1)
+def cache_key() -> bytes:
+    """This user's cache key: 32 random bytes in a file only they can read (created once;
+    concurrent first uses agree through an atomic link)."""
+    path = _key_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not path.exists():
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(32))
+        try:
+            os.link(tmp, path)  # fails if another process made it first: theirs stands
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    st = path.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise PermissionError(f"kevolve's cache key {path} must belong to you and be "
+                              "readable by you alone (chmod 600)")
+    key = path.read_bytes()
+    if len(key) < 32:
+        raise PermissionError(f"kevolve's cache key {path} is truncated: delete it")
+    return key
+
+
+def _mac(path: Path) -> str:
+    import hmac
+    return hmac.new(cache_key(), path.name.encode() + b"\0" + path.read_bytes(),
+                    hashlib.sha256).hexdigest()
+
+
+def _seal_path(path: Path) -> Path:
+    return path.with_name(path.name + ".seal")
+
+
+def seal(tmp: Path, path: Path) -> None:
+    """Move a finished build output `tmp` into place at `path`, sealed (its HMAC under the
+    user's key written beside it first)."""
+    import hmac
+    mac = hmac.new(cache_key(), path.name.encode() + b"\0" + tmp.read_bytes(),
+                   hashlib.sha256).hexdigest()
+    atomic_write(_seal_path(path), mac)
+    tmp.replace(path)
+
+
+def sealed(path: Path) -> bool:
+    """True when `path` exists and its seal verifies: it is this user's own build."""
+    import hmac
+    try:
+        want = _seal_path(path).read_text().strip()
+        return hmac.compare_digest(want, _mac(path))
+    except OSError:
+        return False
 
 
 def find_tool(name: str, given: str | None = None) -> str | None:

@@ -49,8 +49,20 @@ def console(stderr: bool = False, quiet: bool = False) -> Console:
                    width=None if tty else NO_WRAP_WIDTH, soft_wrap=not tty)
 
 
+def printable(text: str) -> str:
+    """Text with control characters (terminal escape sequences, carriage returns, NULs)
+    written as Python escapes: text from an archive or a spec must not drive the
+    terminal. Newlines and tabs stay."""
+    text = str(text)
+    if all(c.isprintable() or c in "\n\t" for c in text):
+        return text
+    return "".join(c if c.isprintable() or c in "\n\t"
+                   else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def echo(text: str = "", err: bool = False) -> None:
-    click.echo(text, err=err)
+    """Plain text on stdout (or stderr), control characters escaped (printable)."""
+    click.echo(printable(text), err=err)
 
 
 def emit_json(doc) -> None:

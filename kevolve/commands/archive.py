@@ -128,6 +128,9 @@ def info(db: str, as_json: bool, check: bool) -> None:
                  f"({data['unevaluated']} never evaluated), {_n('results', c['results'])}, "
                  f"{c['usage']} LLM calls ({data['tokens']['input']} input / "
                  f"{data['tokens']['output']} output tokens), {_n('runs', c['runs'])}")
+        if data.get("untrusted"):
+            echo(f"  {data['untrusted']} merged result(s) not verified here: they count for "
+                 "nothing until `kevolve archive verify` measures them on this machine")
         if data["groups"]:
             t = Table("op", "backend", "hardware", "evaluated", "ok", "failed", "best ms",
                       "last", title=None)
@@ -145,16 +148,27 @@ def info(db: str, as_json: bool, check: bool) -> None:
                            + "; ".join(data["integrity"][:5]))
 
 
+TRUST = click.option(
+    "--trust", is_flag=True,
+    help="Count the imported results as if measured here (default: untrusted until "
+         "`kevolve archive verify` measures them again on this machine).")
+
+
 @command.command("merge", short_help="Import another archive (e.g. from a GPU machine).")
 @click.argument("other", metavar="OTHER.db")
+@TRUST
 @db_option
 @json_option
-def merge(other: str, db: str, as_json: bool) -> None:
+def merge(other: str, trust: bool, db: str, as_json: bool) -> None:
     """Import every op, candidate, result, ceiling, token record and run of OTHER.db into
     the archive (created if missing), in one transaction. Ids are remapped; what is already
-    there is skipped, so merging twice adds nothing. OTHER.db is only read."""
+    there is skipped, so merging twice adds nothing. OTHER.db is only read.
+
+    Merged results are evidence, not truth: they are marked with their origin and never
+    become a best, seed a search, get reused or exported until `kevolve archive verify`
+    measures them again here, unless --trust is given."""
     with open_archive(db, create=True) as a:
-        counts = a.merge(other)
+        counts = a.merge(other, trust=trust)
     if as_json:
         emit_json({"merged": str(Path(other).resolve()), "db": db, "counts": counts})
         return
@@ -186,14 +200,42 @@ def export(out: str, op_ref: str | None, db: str, as_json: bool) -> None:
 
 @command.command("import", short_help="Read JSON lines written by `archive export`.")
 @click.argument("src", metavar="IN.jsonl")
+@TRUST
 @db_option
 @json_option
-def import_(src: str, db: str, as_json: bool) -> None:
+def import_(src: str, trust: bool, db: str, as_json: bool) -> None:
     """Add what IN.jsonl holds to the archive (created if missing), all or nothing; records
-    already there are skipped, so importing twice adds nothing."""
+    already there are skipped, so importing twice adds nothing. Imported results are
+    untrusted until verified, as merged ones are."""
     with open_archive(db, create=True) as a:
-        counts = a.import_jsonl(src)
+        counts = a.import_jsonl(src, trust=trust)
     if as_json:
         emit_json({"imported": str(Path(src).resolve()), "db": db, "counts": counts})
         return
     echo(f"imported {src} into {db}: {_counts(counts)}")
+
+
+@command.command("verify", short_help="Measure merged results again on this machine.")
+@db_option
+@click.option("--workers", type=int, default=1, show_default=True)
+@click.option("--timeout", type=float, default=300.0, show_default=True,
+              help="Seconds per candidate.")
+@click.option("--threads", type=int, default=None, help="CPU threads (default: all).")
+@json_option
+def verify(db: str, workers: int, timeout: float, threads: int | None, as_json: bool) -> None:
+    """Evaluate every merged (untrusted) ok result's candidate again here, with every check
+    a search makes, and record what this machine measures as its own result. The merged
+    result is marked verified and never counts itself; one that fails here is recorded as
+    failed here."""
+    from ..search.reverify import reverify
+
+    rep = reverify(db, workers=workers, timeout_s=timeout, threads=threads)
+    if as_json:
+        emit_json({"db": db, **rep.to_dict()})
+        return
+    echo(f"verified {rep.checked} merged result(s) in {db}: {rep.ok} ok here, "
+         f"{len(rep.failed)} failed here, {len(rep.skipped)} could not be verified")
+    for cand, verdict, message in rep.failed:
+        echo(f"  candidate {cand}: {verdict}: {message}")
+    for cand, why in rep.skipped:
+        echo(f"  candidate {cand}: not verified: {why}")

@@ -33,11 +33,11 @@ def command(op_ref: str, backend: str, hardware: str | None, db: str, as_json: b
         rec = require_best(a, name, backend, hardware, db)
     r = rec["result"]
     speedup = r.baseline_ms / r.time_ms if r.baseline_ms and r.time_ms else None
-    trace = json.loads(rec["trace_json"])
-    if trace_only:
-        from ..schedule import Trace
+    from ..schedule import Trace
 
-        echo(json.dumps(Trace.from_json(rec["trace_json"]).to_dict(), indent=2))
+    trace = Trace.from_json(rec["trace_json"]).to_dict()  # archive text: checked, re-made
+    if trace_only:
+        echo(json.dumps(trace, indent=2))
         return
     if as_json:
         echo(json.dumps({

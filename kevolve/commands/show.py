@@ -20,20 +20,22 @@ from ._common import OP_HELP, echo, emit_json, json_option, op_argument
 def command(op_ref: str, schedule_path: str | None, as_json: bool) -> None:
     from ..ir.printer import op_text
     from ..ops import resolve
-    from ..schedule import Trace, default_trace
+    from ..schedule import Trace, apply_trace, default_trace
 
     op = resolve(op_ref).op
+    trace = None
+    if schedule_path is not None:  # a trace that does not apply to the op is an error (exit 2)
+        trace = Trace.from_json(Path(schedule_path).read_text())
+        apply_trace(op, trace)
     if as_json:
-        trace = (Trace.from_json(Path(schedule_path).read_text()) if schedule_path
-                 else default_trace(op))
+        trace = trace if trace is not None else default_trace(op)
         emit_json({"op": op.name, "ir": op_text(op), "schedule": trace.to_dict(),
                    "schedule_from": str(Path(schedule_path).resolve()) if schedule_path
                    else "default"})
         return
     echo(op_text(op))
     echo()
-    if schedule_path is not None:
-        trace = Trace.from_json(Path(schedule_path).read_text())
+    if trace is not None:
         echo(f"schedule ({schedule_path}):")
         echo(trace.pretty())
         return

@@ -1,14 +1,22 @@
 """Checking and timing one kernel: the stages a candidate passes through (job.STAGES).
 
 Correctness is judged against the float64 reference (oracle.py) with a tolerance by
-output dtype (check.py); outputs are poisoned with NaN first (NaN never passes) and inputs
-must come back unchanged, after the checks and after timing (a kernel that writes its inputs
-while being timed would corrupt the inputs later candidates are checked on). Where the
-benchmark shape was checked, the outputs the kernel leaves when called again on the same
-buffers (by timing, or once more) are checked too: one right once but not when called
-repeatedly (it accumulates into outputs it expects zeroed) fails. Timing is a median after
-warm-up (timing.py: device events on GPUs, `perf_counter` on CPUs). An unexpected exception
-anywhere is a `crash` result, never the end of a worker."""
+output dtype (check.py); outputs are poisoned with NaN first (NaN never passes).
+
+Evaluation is hermetic. Inputs are drawn once per worker and kept pristine: every kernel
+call gets a fresh copy, never the kept arrays, and the copy must come back unchanged (a
+kernel that writes its inputs fails, and no later candidate sees what it wrote). Where the
+benchmark shape was checked (every search candidate), the outputs the kernel leaves after
+timing are checked again, and then once more after new inputs are copied into the very
+buffers it was timed on: one that accumulates into outputs it expects zeroed, races, or
+replays an earlier result for buffers it has seen fails. On CPUs the outputs are poisoned
+before every timed call and a kernel call may not start threads (work finished after the
+call returns does not count; a thread left behind would fault into the next candidate; the
+worker that ran such a kernel is retired). On GPUs the device is synchronized and checked
+for a pending error before a result leaves the worker, so a late asynchronous error is
+blamed on the candidate that caused it. Timing is a median after warm-up (timing.py:
+device events on GPUs, `perf_counter` on CPUs). An unexpected exception anywhere is a
+`crash` result, never the end of a worker."""
 
 from __future__ import annotations
 
@@ -21,7 +29,17 @@ import numpy as np
 from ..backends.compiler_reports import totals
 from ..errors import CandidateError, InternalError, KevolveError, LaunchError, WrongResult
 from ..ir.interp import bind_dims
-from .check import alloc_outputs, compare, copy_arrays, inputs_for, to_host, unchanged
+from .check import (
+    alloc_outputs,
+    compare,
+    copy_arrays,
+    copy_into,
+    inputs_for,
+    poison,
+    to_host,
+    unchanged,
+)
+from .hermetic import ThreadMark, device_health
 from .job import EvalJob, Result
 from .oracle import reference
 from .timing import median, time_cpu, time_gpu
@@ -62,7 +80,8 @@ class Evaluator:
         self.stage: str | None = None  # tells its parent, so a kill says where)
         self._refs: dict = {}
         self._kernels: dict = {}
-        self._cases: dict = {}  # (op, shape, seed, lib, device) -> (case, inputs)
+        self._cases: dict = {}  # (op, shape, seed, lib, device) -> (case, pristine inputs)
+        self._bench: dict = {}  # the current job's benchmark shape
 
     def _enter(self, stage: str) -> None:
         self.stage = stage
@@ -107,56 +126,84 @@ class Evaluator:
         _compiler_diag(k, diag)
         return src, k
 
-    def _call(self, k, ins, outs, params, sync):
+    def _call(self, k, ins, outs, params, sync, host=True):
+        mark = ThreadMark() if host else None
         try:
             k(ins, outs, params)
             sync()
         except Exception as e:
             raise launch_failure(e, "correctness") from None
+        stray = mark.since() if mark is not None else None
+        if stray:
+            raise CandidateError(stray, "correctness", {"retired": True})
+
+    @staticmethod
+    def _modified(pristine, ins) -> str | None:
+        """The input a kernel changed (compared with the pristine draw), or None; '?' when
+        the comparison itself failed (a device in error)."""
+        try:
+            return unchanged(pristine, ins)
+        except Exception:
+            return "?"
 
     def _reference(self, opdef, op, case, key, gpu, ins):
         if key in self._refs:
             return self._refs[key]
         ref = reference(opdef, op, case, ins if gpu else None)
-        if len(self._refs) > 8:
+        small = [k for k in self._refs if k[1] != repr(sorted(self._bench.items()))]
+        if len(small) > 16:  # the benchmark shape's references stay (they cost the most)
+            for k in small:
+                self._refs.pop(k)
+        if len(self._refs) > 24:
             self._refs.clear()
         self._refs[key] = ref
         return ref
 
     def _case(self, opdef, op, shape, seed, lib, device):
-        """Inputs for (shape, seed): drawn once per worker and reused by later candidates
-        (gpu-sized tables take seconds to draw); dropped if a kernel modifies them."""
+        """(case, pristine inputs) for (shape, seed): drawn once per worker and reused by
+        later candidates (gpu-sized tables take seconds to draw). The pristine arrays are
+        never handed to a kernel: each call gets a copy (`copy_arrays`)."""
         key = (op.name, repr(sorted(shape.items())), seed, lib, device)
         if key not in self._cases:
-            if len(self._cases) >= 3:
-                self._cases.pop(next(iter(self._cases)))
+            # the benchmark shape's draws (two seeds) are kept apart from the small shapes',
+            # which would otherwise push them out before every candidate
+            bench = repr(sorted(self._bench.items()))
+            same = [k for k in self._cases if (k[1] == bench) == (key[1] == bench)]
+            if len(same) >= (2 if key[1] == bench else 3):
+                self._cases.pop(same[0])
             case = opdef.case(shape, seed)
             self._cases[key] = (case, inputs_for(op, case.inputs, lib, device))
         return key, self._cases[key]
 
     def _check(self, opdef, op, trace, be, shape, seed, diag, lib, device, gpu, sync,
                keep=False):
-        ckey, (case, ins) = self._case(opdef, op, shape, seed, lib, device)
+        ckey, (case, pristine) = self._case(opdef, op, shape, seed, lib, device)
         dims = bind_dims(op, case.inputs, case.params)
         src, k = self._kernel(op, trace, be, dims, diag)
-        before = copy_arrays(ins, lib)
+        ins = copy_arrays(pristine, lib)  # this candidate's own: the kept ones stay pristine
         outs = alloc_outputs(op, dims, lib, device)
         self._enter("correctness")
-        self._call(k, ins, outs, case.params, sync)
+        failed = None
+        try:
+            self._call(k, ins, outs, case.params, sync, host=not gpu)
+        except CandidateError as e:
+            failed = e
+        changed = self._modified(pristine, ins)  # whatever else went wrong: say this first
+        if changed and changed != "?":
+            why = f" (its call also failed: {failed.message})" if failed else ""
+            raise WrongResult(f"shape {shape}, seed {seed}: the kernel modified "
+                              f"input {changed!r}{why}")
+        if failed is not None:
+            raise failed
         _compiler_diag(k, diag)  # a JIT (Triton) reports at its first launch
         key = (op.name, repr(sorted(shape.items())), seed)
-        ref = self._reference(opdef, op, case, key, gpu, ins)
+        ref = self._reference(opdef, op, case, key, gpu, pristine)
         chk = compare(op, {n: to_host(v) for n, v in outs.items()}, ref)
         if not chk.ok:
             raise WrongResult(f"shape {shape}, seed {seed}: {chk.message}",
                               diagnostics={"max_error": chk.max_error})
-        changed = unchanged(before, ins)
-        if changed:
-            self._cases.pop(ckey, None)
-            raise WrongResult(f"shape {shape}, seed {seed}: the kernel modified "
-                              f"input {changed!r}")
         diag["max_error"] = max(diag.get("max_error", 0.0), chk.max_error)
-        return (src, k, case, ins, outs, dims, ref) if keep else None
+        return (src, k, case, ins, outs, dims, ref, pristine) if keep else None
 
     def _run(self, job: EvalJob, diag: dict) -> Result:
         from ..backends.registry import get as get_backend
@@ -165,6 +212,7 @@ class Evaluator:
         from ..schedule import MoveError, Trace
 
         self._enter("legality")
+        self._bench = dict(job.bench_shape)
         opdef = resolve(job.op)
         op = opdef.op_for(job.bench_shape)
         try:
@@ -186,33 +234,40 @@ class Evaluator:
             for seed in job.seeds:
                 self._check(opdef, op, trace, be, shape, seed, diag, lib, device, gpu, sync)
         bench_seed = job.seeds[0] if job.seeds else 0
-        src, k, case, ins, outs, dims, ref = self._check(
+        src, k, case, ins, outs, dims, ref, pristine = self._check(
             opdef, op, trace, be, job.bench_shape, bench_seed, diag, lib, device, gpu, sync,
             keep=True) if job.check_bench_shape else self._bench_setup(
             opdef, op, trace, be, job.bench_shape, bench_seed, diag, lib, device)
         if not job.time:
             if ref is not None:  # timing would call it again on these buffers: so do we
-                self._call(k, ins, outs, case.params, sync)
+                self._call(k, ins, outs, case.params, sync, host=not gpu)
                 _repeated(op, outs, ref, job.bench_shape, "when called again")
+                self._new_inputs(opdef, op, k, ins, outs, case, job, bench_seed, lib,
+                                 device, gpu, sync)
+            self._healthy(gpu)
             return Result("ok", max_error=diag.get("max_error"), diagnostics=diag,
                           source_hash=src.hash)
         from ..ir.roofline import floor
 
         fl = floor(op, case.inputs, case.params)
         diag.update(floor_bytes=fl.bytes, floor_flops=fl.flops)
-        before = copy_arrays(ins, lib)
         self._enter("timing")
         lock = self.timing_lock
         if lock is not None:
             lock.acquire()
         try:
+            mark = None if gpu else ThreadMark()
             try:
                 if gpu:
                     times = [time_gpu(lambda: k(ins, outs, case.params))]
                 else:
-                    times = time_cpu(lambda: k(ins, outs, case.params), repeat=job.repeat)
+                    times = time_cpu(lambda: k(ins, outs, case.params), repeat=job.repeat,
+                                     prepare=lambda: poison(outs))
             except Exception as e:
                 raise launch_failure(e, "timing") from None
+            stray = mark.since() if mark is not None else None
+            if stray:
+                raise CandidateError(stray, "timing", {"retired": True})
             base = None
             if job.baseline:
                 torch_ms = self._baseline(opdef, op, ins, case, gpu, job.repeat)
@@ -221,14 +276,16 @@ class Evaluator:
         finally:
             if lock is not None:
                 lock.release()
-        changed = unchanged(before, ins)
+        changed = self._modified(pristine, ins)
         if changed:
-            self._drop_cases(ins)
             raise WrongResult(f"shape {job.bench_shape}: the kernel modified input "
                               f"{changed!r} while it was being timed (its checks left it "
                               "intact)")
         if ref is not None:  # checked at this shape: are the timed calls' outputs right too?
             _repeated(op, outs, ref, job.bench_shape, "after timing")
+            self._new_inputs(opdef, op, k, ins, outs, case, job, bench_seed, lib, device,
+                             gpu, sync)
+        self._healthy(gpu)
         t = median(times)
         _compiler_diag(k, diag)  # the bench shape's launch, when it was not checked first
         if not target.measured:  # an emulator's wall time says nothing of the target's
@@ -242,16 +299,44 @@ class Evaluator:
         return Result("ok", time_ms=t, times_ms=tuple(times), baseline_ms=base,
                       max_error=diag.get("max_error"), diagnostics=diag, source_hash=src.hash)
 
-    def _drop_cases(self, ins) -> None:
-        for key, (_, cached) in list(self._cases.items()):
-            if cached is ins:
-                self._cases.pop(key)
+    def _new_inputs(self, opdef, op, k, ins, outs, case, job, seed, lib, device, gpu,
+                    sync) -> None:
+        """Copy another draw's inputs into the buffers the kernel was timed on, call it once
+        more and check it: a kernel that replays what it computed before for buffers it has
+        seen (skipping work on repeated calls) fails. Skipped where the other draw's shapes
+        differ (jagged ops draw their lengths)."""
+        _, (case2, pristine2) = self._case(opdef, op, job.bench_shape, seed + 1, lib, device)
+        if case2.params != case.params or any(
+                tuple(pristine2[n].shape) != tuple(v.shape) for n, v in ins.items()):
+            return
+        copy_into(ins, pristine2)
+        poison(outs)
+        self._call(k, ins, outs, case2.params, sync, host=not gpu)
+        key = (op.name, repr(sorted(job.bench_shape.items())), seed + 1)
+        ref2 = self._reference(opdef, op, case2, key, gpu, pristine2)
+        chk = compare(op, {n: to_host(v) for n, v in outs.items()}, ref2)
+        if not chk.ok:
+            raise WrongResult(f"shape {job.bench_shape}: right on the inputs it was timed on, "
+                              f"but not after new inputs were copied into the same buffers "
+                              f"({chk.message}); does the kernel replay an earlier result "
+                              "for buffers it has seen?",
+                              diagnostics={"max_error": chk.max_error})
+
+    @staticmethod
+    def _healthy(gpu: bool) -> None:
+        """A device error still pending after the kernel's last call is this candidate's
+        (its verdict a crash: the worker is replaced), not the next one's."""
+        bad = device_health(gpu)
+        if bad:
+            raise CandidateError(f"a CUDA error surfaced after the kernel's last call "
+                                 f"returned: {_trim(bad, 600)}", "crash", {"retired": True})
 
     def _bench_setup(self, opdef, op, trace, be, shape, seed, diag, lib, device):
-        _, (case, ins) = self._case(opdef, op, shape, seed, lib, device)
+        _, (case, pristine) = self._case(opdef, op, shape, seed, lib, device)
         dims = bind_dims(op, case.inputs, case.params)
         src, k = self._kernel(op, trace, be, dims, diag)
-        return src, k, case, ins, alloc_outputs(op, dims, lib, device), dims, None
+        return (src, k, case, copy_arrays(pristine, lib), alloc_outputs(op, dims, lib, device),
+                dims, None, pristine)
 
     def _baseline(self, opdef, op, ins, case, gpu, repeat) -> dict:
         """The op's torch reference, eager and compiled (baseline.torch_times), on the

@@ -27,6 +27,10 @@ compile and check on the same cores while one times. To give every task a whole 
 as many CPUs as the smallest node has (on a cluster of unequal CPU nodes, only the smallest
 ones are exclusive).
 
+A cluster the executor starts itself (no address) listens on 127.0.0.1 only: anyone who can
+reach a Ray cluster can run code on it. Pass `host=` (or `_node_ip_address` in
+`ray_init_kwargs`) to open it to a network on purpose.
+
 `map` is reentrant: the search may call it again (to re-verify a candidate) while it is
 still consuming an earlier call's results; each call yields only its own jobs.
 """
@@ -113,7 +117,8 @@ class RayExecutor:
     def __init__(self, address: str | None = None, gpu: bool = False,
                  timeout_s: float = 300.0, env: dict | None = None,
                  num_cpus: float | None = None, ray_init_kwargs: dict | None = None,
-                 timing_exclusive: bool = False, poll_s: float = 0.2):
+                 timing_exclusive: bool = False, poll_s: float = 0.2,
+                 host: str = "127.0.0.1"):
         ray = self.ray = _ray()
         self.gpu, self.timeout_s, self.poll_s = gpu, float(timeout_s), poll_s
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
@@ -124,6 +129,8 @@ class RayExecutor:
                 ray.init(address=address, **kw)
             else:
                 kw.setdefault("include_dashboard", False)
+                kw.setdefault("_node_ip_address", host)  # localhost unless told otherwise
+                kw.setdefault("dashboard_host", host)
                 ray.init(**kw)
             self.started = True
         cpus = float(num_cpus or 1)

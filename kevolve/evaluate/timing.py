@@ -8,12 +8,18 @@ import statistics
 import time
 
 
-def time_cpu(fn, warmup: int = 3, repeat: int = 15) -> list[float]:
-    """Milliseconds of each repeat after warm-up."""
+def time_cpu(fn, warmup: int = 3, repeat: int = 15, prepare=None) -> list[float]:
+    """Milliseconds of each repeat after warm-up. `prepare()`, when given, runs untimed
+    before every call (the evaluator poisons the outputs there, so no call can skip its
+    work and leave the previous call's result standing)."""
     for _ in range(warmup):
+        if prepare is not None:
+            prepare()
         fn()
     out = []
     for _ in range(repeat):
+        if prepare is not None:
+            prepare()
         t0 = time.perf_counter()
         fn()
         out.append((time.perf_counter() - t0) * 1e3)

@@ -9,7 +9,12 @@ Timing takes a lock shared by all workers: one timing at a time on a device.
 Each worker leads a process group of its own: killing a worker kills what it started too
 (a hung compiler), and a worker whose parent died (`kill -9` of the search) kills its group
 within a second instead of running a runaway kernel on. Workers report the stage they are
-in through shared memory, so a crash, timeout or oom says where it happened."""
+in through shared memory, so a crash, timeout or oom says where it happened.
+
+A worker that died while idle (between candidates) is replaced before it is given the next
+one, so its death costs nothing and is blamed on no one; a worker whose candidate left
+something behind that could outlive the candidate (a thread, a pending device error; the
+result says `retired`) is replaced after reporting it."""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from multiprocessing.connection import wait
 
 from .job import STAGES, EvalJob, Result
 
+ACK = "taken"
 STICKY = ("CUDA error", "illegal memory access", "device-side assert", "unspecified launch")
 
 
@@ -43,10 +49,25 @@ class _SlotLock:
         self.lock.release()
 
 
+def _die_with_parent() -> None:
+    """Ask the kernel (Linux) to SIGKILL this process when its parent dies: it works while
+    a kernel holds the GIL in an endless loop, when the watch thread below cannot run."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _isolate(grouped) -> None:
     """Lead a process group (the parent kills the whole group) and watch the parent: when it
     is gone, kill the group (or just exit, if this process could not lead one)."""
     parent = os.getppid()
+    _die_with_parent()
+    if os.getppid() != parent:  # it died before the request took hold
+        os._exit(1)
     try:
         os.setpgid(0, 0)
         grouped.value = 1
@@ -85,6 +106,7 @@ def _worker_main(conn, lock, held, stage, grouped, slot: int, env: dict) -> None
             return
         if msg is None:
             return
+        conn.send(ACK)  # the job is taken: a death from now on is this job's
         job = EvalJob(**msg)
         res = ev.evaluate(job)
         conn.send(res.to_dict())
@@ -108,6 +130,8 @@ class _Slot:
     conn: object
     grouped: object  # shared flag: the worker leads its own process group
     job: EvalJob | None = None
+    taken: bool = False  # the worker acknowledged the job (it may have started on it)
+    tries: int = 0  # workers found dead before taking this job
     started: float = 0.0
     peak_mb: float = 0.0
     extra: dict = field(default_factory=dict)
@@ -173,9 +197,10 @@ class WorkerPool:
         while pending or any(s.job is not None for s in self.slots):
             for i, s in enumerate(self.slots):
                 if s.job is None and pending:
-                    s.job, s.started, s.peak_mb = pending.pop(0), time.time(), 0.0
-                    self.stage[i] = 0
-                    s.conn.send(s.job.to_dict())
+                    job = pending.pop(0)
+                    s = self._give(i, job)
+                    s.job, s.started, s.peak_mb, s.taken, s.tries = job, time.time(), 0.0, \
+                        False, 0
             busy = [s for s in self.slots if s.job is not None]
             ready = wait([s.conn for s in busy] + [s.proc.sentinel for s in busy],
                          timeout=self.poll_s)
@@ -183,38 +208,78 @@ class WorkerPool:
                 if s.job is None:
                     continue
                 job = s.job
-                res = None
+                res, died = None, False
                 stage = self._stage_of(i)
                 where = f" (stage: {stage})" if stage else ""
                 diag = {"stage": stage} if stage else {}
                 if s.conn in ready:
                     try:
-                        res = Result.from_dict(s.conn.recv())
+                        msg = s.conn.recv()
                     except (EOFError, OSError):
-                        res = self._died(s, where, diag)
+                        msg = None
+                    if msg == ACK:
+                        s.taken = True
+                        continue
+                    if isinstance(msg, dict):
+                        res = Result.from_dict(msg)
+                    else:
+                        res, died = self._died(s, where, diag), True
                 elif s.proc.sentinel in ready or not s.proc.is_alive():
-                    res = self._died(s, where, diag)
+                    res, died = self._died(s, where, diag), True
                 else:
-                    mb = rss_mb(s.proc.pid)
-                    s.peak_mb = max(s.peak_mb, mb)
-                    elapsed = time.time() - s.started
-                    if mb > self.mem_limit_mb:
-                        res = Result("oom", message=f"worker resident memory {mb:.0f} MB "
-                                     f"exceeded the {self.mem_limit_mb:.0f} MB limit{where}; "
-                                     "killed", diagnostics={**diag, "rss_mb": round(mb)},
-                                     seconds=elapsed)
-                    elif elapsed > self.timeout_s:
-                        res = Result("timeout", message=f"no result after {elapsed:.0f} s "
-                                     f"(limit {self.timeout_s:.0f} s){where}; killed",
-                                     diagnostics=diag, seconds=elapsed)
-                    if res is not None:
-                        self._replace(i)
+                    res = self._watchdog(i, s, where, diag)
+                if died and not s.taken and s.tries < 2:
+                    # died before it took the job (while idle, or on its way): the job never
+                    # ran there, so it goes to a fresh worker, blamed on no one
+                    tries = s.tries + 1
+                    self._replace(i)
+                    s = self._give(i, job)
+                    s.job, s.started, s.peak_mb, s.taken, s.tries = job, time.time(), 0.0, \
+                        False, tries
+                    continue
                 if res is None:
                     continue
                 s.job = None
-                if res.verdict == "crash" or any(m in res.message for m in STICKY):
-                    self._replace(i)  # a dead or poisoned (sticky CUDA error) worker
+                if res.verdict == "crash" or any(m in res.message for m in STICKY) or \
+                        res.diagnostics.get("retired"):
+                    self._replace(i)  # dead, poisoned (sticky CUDA error), or left threads
                 yield job, res
+
+    def _watchdog(self, i: int, s: _Slot, where: str, diag: dict) -> Result | None:
+        """The oom or timeout result of a busy worker over its limits (killed), or None."""
+        mb = rss_mb(s.proc.pid)
+        s.peak_mb = max(s.peak_mb, mb)
+        elapsed = time.time() - s.started
+        res = None
+        if mb > self.mem_limit_mb:
+            res = Result("oom", message=f"worker resident memory {mb:.0f} MB exceeded the "
+                         f"{self.mem_limit_mb:.0f} MB limit{where}; killed",
+                         diagnostics={**diag, "rss_mb": round(mb)}, seconds=elapsed)
+        elif elapsed > self.timeout_s:
+            res = Result("timeout", message=f"no result after {elapsed:.0f} s "
+                         f"(limit {self.timeout_s:.0f} s){where}; killed",
+                         diagnostics=diag, seconds=elapsed)
+        if res is not None:
+            self._replace(i)
+        return res
+
+    def _give(self, i: int, job: EvalJob) -> _Slot:
+        """Send a job to slot i's worker; one that died while idle is replaced first (or
+        when the send finds it gone), so the job goes to a live worker."""
+        for _ in range(2):
+            s = self.slots[i]
+            if s.proc.is_alive():
+                self.stage[i] = 0
+                try:
+                    s.conn.send(job.to_dict())
+                    return s
+                except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+                    pass
+            self._replace(i)
+        s = self.slots[i]
+        self.stage[i] = 0
+        s.conn.send(job.to_dict())  # a fresh worker that cannot take a job: a real error
+        return s
 
     def _died(self, s: _Slot, where: str = "", diag: dict | None = None) -> Result:
         s.proc.join(1)

@@ -11,9 +11,13 @@ yet cover every dim a plan is specialized on (an embedding_bag kernel lowered fo
 accepts max_len 25 and reads only 4 rows of each bag), so the module compares generated
 code instead, which is exact.
 
-The text is templates/export/torch_op.py.j2. Archive text (hardware names, traces, paths)
-is untrusted there: it reaches the module only through the filters below, which write
-Python literals, so no archived string can end a string early and become code."""
+The text is templates/export/torch_op.py.j2. Archive text (hardware names, traces, paths,
+shapes) is untrusted there: it reaches the module only through the filters below, which
+write Python literals, so no archived string can end a string early and become code. The
+environment's `finalize` enforces it: an expression whose value is neither such a literal,
+a number, an identifier-like word nor text marked `generated` (kevolve's own rendering of
+validated data: IR text, a re-serialized trace, a signature of identifiers) refuses to
+render."""
 
 from __future__ import annotations
 
@@ -37,6 +41,32 @@ class NotExportable(ValueError):
 
 class BadOpName(ValueError):
     """A custom op name that is not `namespace::name`."""
+
+
+class UnsafeText(ValueError):
+    """A template tried to write text that is neither a literal nor plain words: a bug in a
+    template, refused before anything is written."""
+
+
+class Literal(str):
+    """Text that is safe where the template puts it: a Python literal made by a filter, or
+    text kevolve generated from validated data."""
+
+
+PLAIN = re.compile(r"[A-Za-z0-9_ .,:*+\-/=\[\]()>]*")
+
+
+def finalize(v):
+    """Every `{{ }}` value passes through here: literals, numbers and plain words only."""
+    if v is None or isinstance(v, (Literal, bool, int, float)):
+        return v
+    if isinstance(v, str) and PLAIN.fullmatch(v):
+        return v
+    raise UnsafeText(f"export template: refusing to write {str(v)[:80]!r} unescaped")
+
+
+def _literal(f):
+    return lambda *a, **k: Literal(f(*a, **k))
 
 
 def source_literal(text: str) -> str:
@@ -101,10 +131,11 @@ def env() -> jinja2.Environment:
     e = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-        keep_trailing_newline=True, autoescape=False)
-    e.filters.update(py=repr, source=source_literal, docstring=docstring,
-                     call_dict=call_dict,
-                     pformat=lambda v: pprint.pformat(v, width=90, sort_dicts=False))
+        keep_trailing_newline=True, autoescape=False, finalize=finalize)
+    e.filters.update(py=_literal(repr), source=_literal(source_literal),
+                     docstring=_literal(docstring), call_dict=_literal(call_dict),
+                     generated=Literal,
+                     pformat=_literal(lambda v: pprint.pformat(v, width=90, sort_dicts=False)))
     return e
 
 
@@ -144,10 +175,10 @@ def module_text(rec: dict, db: str, module: str, qualname: str | None = None,
     speed = f", {r.baseline_ms / r.time_ms:.2f}x torch eager" if r.baseline_ms and \
         r.time_ms else ""
     return env().get_template(TEMPLATE).render(
-        title=f"{op.name} on {rec['backend']}: the best kernel kevolve found, as the PyTorch "
-              f"custom op {ns}::{name}.",
+        title=f"{ident(op.name)} on {ident(rec['backend'])}: the best kernel kevolve found, "
+              f"as the PyTorch custom op {ns}::{name}.",
         db=db, candidate=rec["candidate_id"], op=op.name, opdef_ref=opdef.ref or opdef.name,
-        backend=rec["backend"], hardware=rec["hardware"],
+        backend=ident(rec["backend"]), hardware=rec["hardware"],
         measured=(f"{r.time_ms:.4g} ms median{speed} on {rec['hardware']}" if r.time_ms
                   else f"measured on {rec['hardware']}"),
         tuned_for=shape, tuned_for_json=json.dumps(shape), tuned_dims=dims,

@@ -37,7 +37,7 @@ from .nodes import (
     walk,
     walk_stage,
 )
-from .validate import check_stage
+from .validate import check_name, check_names, check_stage
 
 __all__ = [
     "dims", "param", "input", "axes", "axis", "reduce_axis", "jagged_axis", "compute", "op",
@@ -59,12 +59,16 @@ def _names(spec: str, n: int | None = None) -> list[str]:
 
 def dims(names: str) -> Dim | tuple[Dim, ...]:
     """Symbolic sizes, bound from input shapes at call time: `M, N = dims("M N")`."""
+    loc = user_location()
     ds = tuple(Dim(n) for n in _names(names))
+    for d in ds:
+        check_name("dim", d.name, loc)
     return ds[0] if len(ds) == 1 else ds
 
 
 def param(name: str) -> Dim:
     """A scalar integer fixed per call that no input shape carries (e.g. a jagged max length)."""
+    check_name("parameter", name, user_location())
     return Dim(name)
 
 
@@ -253,8 +257,12 @@ def op(name: str, inputs, outputs) -> Op:
         for n in walk_stage(s):
             _dims_in(n, used)
     params = tuple(d for n, d in sorted(used.items()) if n not in bare)
-    return Op(name, tuple(inputs), tuple(s.name for s in outs), tuple(stages.values()),
+    made = Op(name, tuple(inputs), tuple(s.name for s in outs), tuple(stages.values()),
               params, loc=loc)
+    check_names(made)
+    for d in used.values():
+        check_name("dim", d.name, loc)
+    return made
 
 
 def _dims_in(e: Expr, acc: dict[str, Dim]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from . import dtypes as dt
 from .errors import SpecError
 from .nodes import (
@@ -21,6 +23,30 @@ from .nodes import (
     dtype_of,
     walk,
 )
+
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def check_name(kind: str, name, loc: str | None = None, stage: str | None = None) -> None:
+    """Names become identifiers (and comments) in every backend's source: an identifier of
+    at most 64 characters, or a SpecError at the user's line."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise SpecError(f"{kind} name {str(name)[:80]!r} is not an identifier",
+                        "use letters, digits and _ (not starting with a digit), at most 64",
+                        stage=stage, loc=loc)
+
+
+def check_names(op) -> None:
+    """Every name of an op (op, inputs, stages, axes, dims and params) is an identifier."""
+    check_name("op", op.name, op.loc)
+    for b in op.inputs:
+        check_name("input", b.name, b.loc)
+    for st in op.stages:
+        check_name("stage", st.name, st.loc)
+        for a in st.axes:
+            check_name("axis", a.name, a.loc, st.name)
+    for p in op.params:
+        check_name("parameter", p.name, op.loc)
 
 
 def check_stage(s: Compute) -> None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 # identifiers in generated source: word characters only, so no other text gets into it.
 NAME = {"type": "string", "minLength": 1, "maxLength": 64,
         "pattern": r"^[A-Za-z0-9_]+$"}
+# A decision's name: `$` and word characters (a move refers to it as "$NAME").
+DECISION_PATTERN = r"^\$[A-Za-z0-9_]{1,64}$"
 INT = {"type": "integer", "minimum": 1, "maximum": 1 << 20}
 POW2 = {"type": "integer", "minimum": 1, "maximum": 1 << 16, "pow2": True}
 
@@ -111,5 +113,6 @@ def trace_schema() -> dict:
     return {"type": "object", "properties": {
         "version": {"const": 1}, "op": {"type": "string"},
         "moves": {"type": "array", "items": json_schema(), "maxItems": 64},
-        "decisions": {"type": "object", "additionalProperties": {"type": "integer"}}},
+        "decisions": {"type": "object", "additionalProperties": {"type": "integer"},
+                      "propertyNames": {"pattern": DECISION_PATTERN}}},
         "required": ["moves"]}

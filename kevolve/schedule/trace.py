@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 
 from .errors import MoveError
-from .moves import MOVES
+from .moves import DECISION_PATTERN, MOVES
 
 VERSION = 1
 
@@ -25,6 +26,22 @@ def _thaw(v):
     if isinstance(v, tuple):
         return [_thaw(x) for x in v]
     return v
+
+
+MAX_DEPTH = 16  # a trace is {moves: [{m, args: [names]}]}: 4 deep; anything far deeper is junk
+
+
+def too_deep(value, limit: int) -> bool:
+    """True when lists and dicts nest more than `limit` deep (walked without recursion, so
+    a hostile document cannot exhaust the stack)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, (list, tuple, dict)):
+            if depth > limit:
+                return True
+            stack.extend((c, depth + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return False
 
 
 @dataclass(frozen=True)
@@ -83,6 +100,10 @@ class Trace:
         if not isinstance(d, dict):
             raise MoveError(None, "schema.not_object", "a trace must be a JSON object",
                             '{"version": 1, "op": ..., "moves": [...], "decisions": {}}')
+        if too_deep(d, MAX_DEPTH):
+            raise MoveError(None, "schema.too_deep", f"the trace nests lists or objects more "
+                            f"than {MAX_DEPTH} deep", "a move's arguments are names, numbers "
+                            "and short lists")
         if d.get("version", VERSION) != VERSION:
             raise MoveError(None, "schema.version", f"trace version {d.get('version')!r} is "
                             f"not supported", f"use version {VERSION}")
@@ -95,6 +116,10 @@ class Trace:
                 for k, v in dec.items()):
             raise MoveError(None, "schema.decisions", "decisions must map names to integers",
                             '{"$BN": 1024}')
+        bad = next((k for k in dec if not re.fullmatch(DECISION_PATTERN, k)), None)
+        if bad is not None:
+            raise MoveError(None, "schema.decisions", f"decision name {bad[:80]!r} is not $ and "
+                            "word characters (at most 64)", '{"$BN": 1024}')
         op = d.get("op", "")
         if not isinstance(op, str):
             raise MoveError(None, "schema.op", "op must be a string", "")
@@ -103,6 +128,9 @@ class Trace:
 
     @staticmethod
     def from_json(text: str) -> Trace:
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise MoveError(None, "schema.json", f"a trace is JSON text, not "
+                            f"{type(text).__name__}", "")
         try:
             d = json.loads(text)
         except (ValueError, TypeError, RecursionError) as e:  # ValueError: JSONDecodeError

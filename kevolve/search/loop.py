@@ -19,7 +19,7 @@ import os
 import random
 import time
 from collections import Counter
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 
 from .. import pipeline
 from ..archive import RunKey, reused
@@ -99,7 +99,7 @@ class Search:
             opts.setdefault("threads", self.threads)
         return EvalJob(self.opdef.ref, self.cfg.backend, trace_json, self.bench_shape,
                        () if verify else self.check_shapes, (0, 1, 2), opts,
-                       check_bench_shape=verify, time=time_it, repeat=self.cfg.repeat,
+                       check_bench_shape=True, time=time_it, repeat=self.cfg.repeat,
                        threads=self.threads, baseline=baseline, candidate_id=cand)
 
     def render_hash(self, trace: Trace) -> tuple[str | None, Result | None]:
@@ -138,9 +138,13 @@ class Search:
         summ = Summary(self.name, cfg.backend, self.hardware,
                        reference=self.opdef.has_reference)
         pool = pop = proposer = None
+        run_id, status = None, "failed"
         try:
             arch.quick_check()  # before the first write: a damaged file is refused, not extended
             op_id = arch.op_id(self.op)
+            run_id = arch.start_run(op_id, cfg.backend, self.hardware, {
+                **{f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name != "db"},
+                "bench_shape": self.bench_shape})  # (objects in options are stored as text)
             ceilings = arch.ceilings(self.hardware)
             if not ceilings or (not self.gpu and "copy_threads" not in ceilings):
                 # (CPU ceilings from before copy_threads may be one thread's: measure again)
@@ -233,9 +237,18 @@ class Search:
                                  hashes[job.candidate_id], done, summ, pop)
             if pop.best is not None:
                 self._pair(pool, pop.best, summ, arch)
+            status = "stalled" if summ.stalled else "done"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
         finally:
             if pool is not None:
                 pool.close()
+            if run_id is not None:
+                try:
+                    arch.finish_run(run_id, status)
+                except (KevolveError, OSError):  # the archive's own failure propagates
+                    pass
             summ.best = pop.best if pop is not None else None
             summ.seconds = time.time() - t0
             summ.skipped = Counter({} if proposer is None else

@@ -1,5 +1,6 @@
-"""Believing a time: a candidate about to enter the top of the population is checked again
-at the full benchmark shape before it counts, and one too good to be true is timed again.
+"""Believing a time: every search candidate is checked at the full benchmark shape in its
+own job (a candidate whose job did not check it, and that is about to enter the top of the
+population, is checked there before it counts), and one too good to be true is timed again.
 
 Too good to be true: a time below the roofline floor (the bytes the op must move at the
 measured copy bandwidth, its FLOPs at the measured matmul rate) is not believed. Such a
@@ -60,7 +61,8 @@ def verify(pool, job: EvalJob, res: Result, kth_time: float,
     if not res.ok or res.time_ms is None:
         return res
     why = suspicion(res)
-    if why is None and res.time_ms >= kth_time:
+    if why is None and (res.time_ms >= kth_time or job.check_bench_shape):
+        # (a job that checked the benchmark shape itself needs no second check of it)
         return res
     vjob = replace(job, check_shapes=(), check_bench_shape=True, time=why is not None,
                    baseline=False)

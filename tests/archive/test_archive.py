@@ -272,7 +272,7 @@ def test_merge_remaps_ids_and_skips_duplicates(tmp_path):
     before = there.read_bytes()
 
     with Archive(here) as a:
-        counts = a.merge(there)
+        counts = a.merge(there, trust=True)  # trusted: read as measurements below
         assert counts["ops"] == 0 and counts["skipped"]["ops"] == 1
         assert counts["candidates"] == 2 and counts["skipped"]["candidates"] == 3
         assert counts["results"] == 4 and counts["skipped"]["results"] == 0
@@ -294,7 +294,7 @@ def test_merge_remaps_ids_and_skips_duplicates(tmp_path):
         assert sum(t["calls"] for t in a.usage_totals().values()) == 2
         total = a.info()["counts"]
 
-        again = a.merge(there)  # idempotent
+        again = a.merge(there, trust=True)  # idempotent
         assert {k: v for k, v in again.items() if k != "skipped"} == dict.fromkeys(
             archive_schema.KINDS, 0)
         assert again["skipped"]["results"] == 4
@@ -326,7 +326,7 @@ def test_merge_reads_a_live_archive_through_its_wal(tmp_path):
         _search(a, "hw", [3.0, 2.0, 1.0])
         assert Path(f"{live}-wal").stat().st_size > 0
         with Archive(dst) as b:
-            assert b.merge(live)["results"] == 3
+            assert b.merge(live, trust=True)["results"] == 3
             assert b.best("twice", "cpu").result.time_ms == 1.0
         _search(a, "hw2", [0.5])  # the source still takes writes
 
@@ -366,7 +366,7 @@ def test_export_import_round_trip(tmp_path):
 
     with Archive(dst) as b:
         b.op_id(tiny_op("pad", 9.0))
-        counts = b.import_jsonl(out)
+        counts = b.import_jsonl(out, trust=True)
         assert counts["ops"] == 2 and counts["candidates"] == 5 and counts["results"] == 5
         oid = b.op_id(tiny_op())
         got = b.scored(oid, "cpu", "h200")
@@ -379,7 +379,7 @@ def test_export_import_round_trip(tmp_path):
         assert strip == [{k: v for k, v in r.items() if k not in ("candidate_id", "parent_id")}
                          for r in src_hist]
         assert b.ceilings("h200") == {"copy_gbps": 100.0}
-        again = b.import_jsonl(out)
+        again = b.import_jsonl(out, trust=True)
         assert all(again[k] == 0 for k in archive_schema.KINDS)
         assert b.info()["counts"]["results"] == 5
 
@@ -483,7 +483,7 @@ def test_a_migration_runs_on_open_and_merge_migrates_a_copy(tmp_path, monkeypatc
 
     monkeypatch.setattr(archive_schema, "MIGRATIONS", [*archive_schema.MIGRATIONS, next_step])
     with Archive(new) as b:  # a new file gets every step
-        b.merge(old)  # an older source is migrated in memory, never on disk
+        b.merge(old, trust=True)  # an older source is migrated in memory, never on disk
         assert b.best("twice", "cpu").result.time_ms == 1.0
     assert old.read_bytes() == before
     with Archive(old) as a:  # opening it for writing migrates it, once

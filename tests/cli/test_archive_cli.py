@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kevolve.archive import Archive
+from kevolve.archive import Archive, schema_version
 from kevolve.cli import main
 from kevolve.evaluate.job import Result
 from kevolve.ir.builder import axes, compute, dims, f32, input, op
@@ -191,7 +191,8 @@ def test_archive_info(runner, db):
     result = invoke(runner, ["archive", "info", "--db", str(db), "--check"])
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "schema 2" in out and "1 op, 7 candidates (0 never evaluated), 8 results" in out
+    assert f"schema {schema_version()}" in out
+    assert "1 op, 7 candidates (0 never evaluated), 8 results" in out
     assert "integrity check: ok" in out and "ceilings on h200: copy_gbps=12.5" in out
     assert "0 LLM calls" in out and "0 runs" in out
     data = json.loads(invoke(runner, ["archive", "info", "--db", str(db), "--json"]).output)
@@ -221,7 +222,7 @@ def test_archive_info_of_an_empty_and_of_a_foreign_file(runner, tmp_path):
 def test_archive_merge(runner, tmp_path, db):
     gpu = tmp_path / "gpu.db"
     fill(gpu, "h200", [0.5, 0.25, 0.75])
-    r = invoke(runner, ["archive", "merge", str(gpu), "--db", str(db)])
+    r = invoke(runner, ["archive", "merge", str(gpu), "--trust", "--db", str(db)])
     assert r.exit_code == 0, r.output
     assert "added 3 results, 1 ceiling; skipped as already there: 1 op, 3 candidates" \
         in r.output
@@ -250,7 +251,7 @@ def test_archive_export_import(runner, tmp_path, db):
     assert kinds == ["header", "op", "candidate", "result", "ceiling"]
 
     dst = tmp_path / "dst.db"
-    r = invoke(runner, ["archive", "import", str(out), "--db", str(dst)])
+    r = invoke(runner, ["archive", "import", str(out), "--trust", "--db", str(dst)])
     assert r.exit_code == 0, r.output
     assert "added 2 ops, 8 candidates, 8 results, 1 ceiling" in r.output
     r = invoke(runner, ["archive", "import", str(out), "--db", str(dst)])

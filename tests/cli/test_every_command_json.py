@@ -17,7 +17,7 @@ from kevolve.cli import main
 from kevolve.commands import COMMANDS
 
 REPO = Path(__file__).resolve().parents[2]
-ARCHIVE_SUBCOMMANDS = ("info", "merge", "export", "import")
+ARCHIVE_SUBCOMMANDS = ("info", "merge", "export", "import", "verify")
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +50,7 @@ def cases(d: Path) -> dict[str, list[str]]:
         "archive export": ["archive", "export", str(d / "a.jsonl"), *db],
         "archive import": ["archive", "import", str(d / "a.jsonl"), "--db", str(d / "b.db")],
         "archive merge": ["archive", "merge", str(d / "a.db"), "--db", str(d / "c.db")],
+        "archive verify": ["archive", "verify", *db],
         "export": ["export", "softmax", "-b", "cpu", "-o", str(d / "softmax_cpu.py"), *db],
         "replay": ["replay", "1", "--no-time", *db],
         "bench": ["bench", "--suite", "cpu", "--ops", "softmax", "--from-archive",

@@ -41,7 +41,6 @@ def test_plain_text_stays_a_raw_readable_docstring():
 def test_hostile_archive_text_stays_text_in_the_module(tmp_path):
     torch = pytest.importorskip("torch")
     trace = json.loads(default_trace(SOFTMAX.op, TUNED).to_json())
-    trace["decisions"] = {"$" + HOSTILE: 3}  # unused by the moves, kept by the trace
     rec = {"op": "softmax", "shape": TUNED, "trace_json": json.dumps(trace), "backend": "cpu",
            "candidate_id": 1, "hardware": HOSTILE,
            "result": SimpleNamespace(time_ms=0.5, baseline_ms=1.0)}
@@ -54,9 +53,31 @@ def test_hostile_archive_text_stays_text_in_the_module(tmp_path):
     sys.modules["hostile_kernel"] = m
     spec.loader.exec_module(m)  # a string that broke out would raise here
 
-    assert m.HARDWARE == HOSTILE
-    assert m.TRACE["decisions"] == {"$" + HOSTILE: 3}
-    assert f"from archive {HOSTILE}: candidate 1 of op softmax" in m.__doc__
-    assert f"2.00x torch eager on {HOSTILE}." in m.__doc__
+    assert m.HARDWARE == HOSTILE and m.ARCHIVE == HOSTILE
+    assert m.MEASURED == f"0.5 ms median, 2.00x torch eager on {HOSTILE}"
+    assert "candidate 1 of op" in m.__doc__
+    assert HOSTILE not in m.__doc__  # archive text is only ever a literal, never prose
     x = torch.randn(8, 64)
     torch.testing.assert_close(m.softmax(x), torch.softmax(x, -1), atol=1e-6, rtol=1e-5)
+
+
+def test_a_hostile_decision_name_is_refused_before_export():
+    from kevolve.schedule import MoveError
+
+    trace = json.loads(default_trace(SOFTMAX.op, TUNED).to_json())
+    trace["decisions"] = {"$" + HOSTILE: 3}  # an LLM's answer could carry this
+    rec = {"op": "softmax", "shape": TUNED, "trace_json": json.dumps(trace), "backend": "cpu",
+           "candidate_id": 1, "hardware": "cpu",
+           "result": SimpleNamespace(time_ms=0.5, baseline_ms=1.0)}
+    with pytest.raises(MoveError) as e:
+        module_text(rec, "a.db", "m", None)
+    assert e.value.code == "schema.decisions"
+
+
+def test_the_template_environment_refuses_unescaped_text():
+    """A template that wrote archive text without a literal filter fails to render."""
+    from kevolve.export.torch_op import UnsafeText, env
+
+    with pytest.raises(UnsafeText):
+        env().from_string("X = {{ v }}").render(v=HOSTILE)
+    assert env().from_string("X = {{ v | py }}").render(v=HOSTILE) == f"X = {HOSTILE!r}"

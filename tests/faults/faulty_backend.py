@@ -25,6 +25,14 @@ zeroed outputs, right once), bench_only (right only when
 the output has good_numel elements, else zeros), zeros (computes from all-zero inputs: right
 on zeros, wrong on random data), nan (one NaN in the output), one_off (one element off by
 `delta`), skip_repeat (does nothing when called again on the same buffers: a timing cheat).
+Faults the second round of fault tests added: wrong_modify_inputs (a wrong output that
+also writes its input), late_segfault (right, then a thread it started segfaults the
+process after the kernel returned), thread_finish (returns at once and finishes the work on
+a thread of its own), memo_repeat (when called again on the same input buffers copies the
+output it computed for them before: skips the work, not the store), gil_hang (never returns
+and holds the GIL all the while, as a numba kernel without nogil in an endless loop),
+wrong_at_bench (right, but slow, everywhere except when the output has good_numel elements:
+there one element is off).
 A compiler that talks: noisy_compile writes a page to stdout (file descriptor 1, as Triton's
 PTX dump on a ptxas failure does) and fails.
 A compiler that fails late: jit_compile_error (every call raises `PTXASError`, as a JIT such
@@ -37,6 +45,7 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+import threading
 import time
 from dataclasses import replace
 
@@ -45,9 +54,11 @@ import numpy as np
 from kevolve.backends.base import Kernel, KernelSource
 from kevolve.backends.cpu import CpuBackend
 
-PROCESS_FAULTS = ("segfault", "hang", "oom", "compile_hang", "sticky_cuda")
+PROCESS_FAULTS = ("segfault", "hang", "oom", "compile_hang", "sticky_cuda", "late_segfault",
+                  "gil_hang")
 OUTPUT_FAULTS = ("partial", "cached", "modify_inputs", "modify_inputs_when_timed",
-                 "accumulate_repeat", "bench_only", "zeros", "nan", "one_off", "skip_repeat")
+                 "accumulate_repeat", "bench_only", "zeros", "nan", "one_off", "skip_repeat",
+                 "wrong_modify_inputs", "thread_finish", "memo_repeat", "wrong_at_bench")
 LAUNCH_FAULTS = ("jit_compile_error",)
 MODES = ("none",) + PROCESS_FAULTS + OUTPUT_FAULTS + LAUNCH_FAULTS + ("noisy_compile",)
 
@@ -78,7 +89,8 @@ class FaultyBackend(CpuBackend):
     def render(self, plan) -> KernelSource:
         src = super().render(plan)
         mode = self.mode_for(plan)
-        knobs = {"one_off": f" delta={self.delta!r}", "bench_only": f" good={self.good_numel}"}
+        knobs = {"one_off": f" delta={self.delta!r}", "bench_only": f" good={self.good_numel}",
+                 "wrong_at_bench": f" good={self.good_numel}"}
         warps = plan.kernels[0].num_warps if plan.kernels else None
         return replace(src, text=src.text + f"// kevolve test fault: {mode}"
                        f"{knobs.get(mode, '')} (num_warps {warps})\n",
@@ -195,6 +207,44 @@ def _faulty(kernel: Kernel, mode: str, be: FaultyBackend):
                 # holding the arrays keeps their addresses from being reused by the next
                 # (fresh, NaN-poisoned) outputs, which would then be skipped too
                 state["last"], state["held"] = key, (inputs, outputs)
+        elif mode == "wrong_at_bench":
+            honest(inputs, outputs, params)
+            honest(inputs, outputs, params)  # slower than the honest kernel: never top-k
+            if sum(o.size for o in outputs.values()) == be.good_numel:
+                o = next(iter(outputs.values()))
+                o.reshape(-1)[0] += 1.0
+        elif mode == "wrong_modify_inputs":
+            honest(inputs, outputs, params)
+            for o in outputs.values():
+                o[...] = 0
+            for a in inputs.values():
+                if a.dtype.kind == "f":
+                    a[...] = 7.0
+        elif mode == "late_segfault":
+            honest(inputs, outputs, params)
+
+            def die():
+                time.sleep(0.3)
+                ctypes.string_at(0)
+            threading.Thread(target=die, daemon=True).start()
+        elif mode == "thread_finish":
+            t = threading.Thread(target=honest, args=(inputs, outputs, params), daemon=True)
+            t.start()
+            state.setdefault("threads", []).append(t)
+        elif mode == "memo_repeat":
+            key = tuple(a.ctypes.data for a in inputs.values())
+            if key in state["cache"]:
+                for n, o in outputs.items():
+                    o[...] = state["cache"][key][n]
+            else:
+                honest(inputs, outputs, params)
+                state["cache"][key] = {n: o.copy() for n, o in outputs.items()}
+                state.setdefault("kept", []).append(inputs)
+        elif mode == "gil_hang":
+            if be.pid_dir:
+                with open(os.path.join(be.pid_dir, f"hang.{os.getpid()}"), "w") as f:
+                    f.write(str(os.getpid()))
+            ctypes.PyDLL(None).sleep(int(be.hang_s))  # a PyDLL call keeps the GIL
         elif mode == "jit_compile_error":
             raise PTXASError("PTXAS error: Internal Triton PTX codegen error\nptxas fatal   : "
                              "(C7602) Insufficient registers (128) to compile instruction")

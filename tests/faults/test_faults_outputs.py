@@ -82,7 +82,8 @@ def test_right_once_but_accumulating_when_called_again_is_caught_after_timing(ev
     timed = ev.evaluate(job("accumulate_repeat", time=True))
     assert timed.verdict == "correctness" and timed.time_ms is None
     assert "right on its first call but not after timing on the same buffers" in timed.message
-    assert "elements off" in timed.message
+    # (outputs are poisoned before every timed call: what it adds to is NaN)
+    assert "elements off" in timed.message or "NaN" in timed.message
     topk = ev.evaluate(job("accumulate_repeat", checks=(), time=False))
     assert topk.verdict == "correctness"
     assert "but not when called again on the same buffers" in topk.message

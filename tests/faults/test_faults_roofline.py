@@ -9,7 +9,6 @@ measured GPU ceilings; that check is still to be run there."""
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pytest
 
@@ -125,9 +124,10 @@ BIG = {"M": 1024, "N": 1024}  # 8 MB of traffic: a floor well above a Python cal
 
 
 def test_a_kernel_that_skips_repeated_calls_never_becomes_best(faulty, tmp_path):
-    """The evaluator alone is fooled (correct on every check, a near-zero time); the search
-    sees a time below the floor, times it again, and records it as suspicious. The honest
-    default stays the best."""
+    """The evaluator alone rejects it now: outputs are poisoned before every timed call and
+    checked after timing, so the calls it skipped leave NaN (before, it was ok with a
+    near-zero time and only the roofline check below caught it, and only at sizes beyond
+    the caches). The honest default stays the best."""
     op, dims = LIBRARY["softmax"].op_for(BIG), LIBRARY["softmax"].dims(BIG)
     default = json.loads(default_trace(op, dims).to_json())
     cheat = json.loads(json.dumps(default))
@@ -135,31 +135,17 @@ def test_a_kernel_that_skips_repeated_calls_never_becomes_best(faulty, tmp_path)
         if m["m"] == "launch":
             m["num_warps"] = 2 if m["num_warps"] != 2 else 1
             warps = m["num_warps"]
-    fooled = Evaluator().evaluate(EvalJob("softmax", "faulty", json.dumps(cheat), BIG, (),
+    caught = Evaluator().evaluate(EvalJob("softmax", "faulty", json.dumps(cheat), BIG, (),
                                           (0,), {"by_warps": {str(warps): "skip_repeat"}},
                                           repeat=3, threads=1))
-    assert fooled.ok  # correct on its checks ...
+    assert caught.verdict == "correctness" and "after timing" in caught.message
     (traces := tmp_path / "t.json").write_text(json.dumps([cheat]))
-    events = []
     summ = evolve(SearchConfig(
         "softmax", "faulty", budget=2, shape="small", shape_overrides=BIG,
         db=str(tmp_path / "a.db"), proposer="replay", proposer_options={"path": str(traces)},
         threads=1, repeat=3, timeout_s=600, roofline_min_bytes=0,
-        backend_options={"by_warps": {str(warps): "skip_repeat"}}),
-        lambda kind, data: events.append((kind, data)))
-    assert summ.evaluated == 2 and dict(summ.failures) == {"suspicious": 1}
+        backend_options={"by_warps": {str(warps): "skip_repeat"}}))
+    assert summ.evaluated == 2 and dict(summ.failures) == {"correctness": 1}
     assert summ.best is not None and json.loads(summ.best.trace_json) == default
-    assert [k for k, _ in events].count("suspicious") == 1
-    with sqlite3.connect(tmp_path / "a.db") as c:
-        ((verdict, message, diag, ms, tj),) = c.execute(
-            "SELECT verdict, message, diagnostics, time_ms, trace_json FROM results r JOIN "
-            "candidates c ON c.id = r.candidate_id WHERE verdict != 'ok'").fetchall()
-    assert json.loads(tj) == cheat
-    assert verdict == "suspicious" and "roofline floor" in message
-    d = json.loads(diag)
-    floor = d["suspicious"]["reason"]
-    assert d["verified_bench_shape"] and "faster than the hardware allows" in floor
-    # ... and its time (both times) far below what the honest kernel takes
-    assert ms < summ.best.result.time_ms / 10 and fooled.time_ms < summ.best.result.time_ms / 10
     with Archive(tmp_path / "a.db", create=False) as a:
         assert json.loads(a.best("softmax", "faulty").trace_json) == default

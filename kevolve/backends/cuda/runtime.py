@@ -24,7 +24,7 @@ from ...assets import templates_dir
 from ...ir.interp import bind_dims
 from ...ir.nodes import op_dims
 from ..base import Kernel, KernelSource
-from ..toolchain import atomic_write, cache_dir, find_tool, run_tool, version_tag
+from ..toolchain import atomic_write, cache_dir, find_tool, run_tool, seal, sealed, version_tag
 
 __all__ = ["CubinRunner", "compile_cubin", "compile_emulated", "cuda_available",
            "emulated_kernel", "emulated_runner", "find_tool"]
@@ -62,7 +62,7 @@ def compile_cubin(source: KernelSource, nvcc: str, sub: str, flags: tuple[str, .
     d.mkdir(parents=True, exist_ok=True)
     stem = d / f"{source.hash}-{version_tag(nvcc)}"
     cubin, log = stem.with_suffix(".cubin"), stem.with_suffix(".ptxas.txt")
-    if cubin.exists() and log.exists():
+    if sealed(cubin) and log.exists():
         return cubin, log.read_text()
     src = stem.with_suffix(".cu")
     atomic_write(src, source.text)
@@ -70,7 +70,7 @@ def compile_cubin(source: KernelSource, nvcc: str, sub: str, flags: tuple[str, .
     cmd = [nvcc, *flags, *[f"-I{p}" for p in include], "-o", str(tmp), str(src)]
     out = run_tool(cmd)
     atomic_write(log, out)
-    tmp.replace(cubin)
+    seal(tmp, cubin)
     return cubin, out
 
 
@@ -81,13 +81,13 @@ def _emu_runtime(cxx: str, d: Path) -> tuple[Path, str]:
     tag = hashlib.sha256((inc / "kv_emu.h").read_bytes() + (inc / "kv_emu_rt.h").read_bytes()
                          ).hexdigest()[:12]
     so = d / f"kv_emu_rt-{tag}.so"
-    if not so.exists():
+    if not sealed(so):
         src = d / f"kv_emu_rt-{tag}.cpp"
         atomic_write(src, '#define KV_EMU_RUNTIME\n#include "kv_emu_rt.h"\n')
         tmp = d / f"kv_emu_rt-{tag}.{os.getpid()}.{threading.get_ident()}.so"
         run_tool([cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", f"-I{inc}", str(src),
                   "-o", str(tmp)])
-        tmp.replace(so)
+        seal(tmp, so)
     return so, tag
 
 
@@ -98,14 +98,14 @@ def compile_emulated(source: KernelSource, cxx: str | None = None) -> ctypes.CDL
     d.mkdir(parents=True, exist_ok=True)
     rt, tag = _emu_runtime(cxx, d)
     so = d / f"{source.hash}-{tag}.so"
-    if not so.exists():
+    if not sealed(so):
         src = d / f"{source.hash}.cpp"
         atomic_write(src, source.text)
         tmp = d / f"{source.hash}.{os.getpid()}.{threading.get_ident()}.so"
         run_tool([cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-pthread", "-DKV_EMULATE",
                   "-w", f"-I{templates_dir() / 'cuda'}", "-x", "c++", str(src), "-x", "none",
                   str(rt), f"-Wl,-rpath,{d}", "-o", str(tmp)])
-        tmp.replace(so)
+        seal(tmp, so)
     ctypes.CDLL(str(rt), mode=ctypes.RTLD_GLOBAL)
     return ctypes.CDLL(str(so))
 

@@ -33,6 +33,8 @@ from ..toolchain import (
     cache_dir,
     find_tool,
     run_tool,
+    seal,
+    sealed,
     tool_version,
     version_tag,
 )
@@ -166,18 +168,20 @@ class HipBackend(Backend):
         base = "gfx940" if self.arch == "gfx942" else self.arch
         stem = f"{source.hash}-{version_tag(hipcc, 'amd')}"  # another hipcc, another object
         obj, logf = d / f"{stem}.{base}.co", d / f"{stem}.{base}.log"
-        if not (obj.exists() and logf.exists()):
+        if not (sealed(obj) and logf.exists()):
             src = d / f"{source.hash}.hip"
             atomic_write(src, source.text)
             tmp = d / f"{stem}.{base}.{os.getpid()}.{threading.get_ident()}.tmp"
             env = dict(os.environ, HIP_PLATFORM="amd")
             atomic_write(logf, run_tool([hipcc, *source.flags, str(src), "-o", str(tmp)],
                                         env=env))
-            tmp.replace(obj)
+            seal(tmp, obj)
         log = logf.read_text()
         if base == self.arch:
             return obj, log
         out = d / f"{stem}.{self.arch}.co"
-        if not out.exists():
-            atomic_write(out, retarget_code_object(obj.read_bytes(), base, self.arch))
+        if not sealed(out):
+            tmp = out.with_name(f"{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_bytes(retarget_code_object(obj.read_bytes(), base, self.arch))
+            seal(tmp, out)
         return out, log

@@ -23,7 +23,7 @@ from ..base import Backend, Caps, Kernel, KernelSource, check_caps
 from ..cstyle.host import c_signature, host_parts, launch_args
 from ..target import Target
 from ..templating import banner, render
-from ..toolchain import cache_dir, cc_version, run_tool
+from ..toolchain import cache_dir, cc_version, run_tool, seal, sealed
 from .builder import MtiaEmitter
 from .language import MTIA_LANG
 from .model import MachineModel, kernel_estimate, total_estimate
@@ -230,7 +230,7 @@ def compile_cpp(source: KernelSource, cxx: str) -> ctypes.CDLL:
     d = cache_dir() / "mtia"
     d.mkdir(parents=True, exist_ok=True)
     so = d / f"{source.hash}.so"
-    if not so.exists():
+    if not sealed(so):
         rt = _runtime_object(d, cxx, source.flags)
         # another process may be compiling the same source: write it under a name of our
         # own, then rename it into place
@@ -241,16 +241,16 @@ def compile_cpp(source: KernelSource, cxx: str) -> ctypes.CDLL:
         tmp = d / f"{source.hash}.{os.getpid()}.{threading.get_ident()}.tmp.so"
         run_tool([cxx, *source.flags, "-shared", f"-I{templates_dir() / 'mtia'}", str(src),
                   str(rt), "-o", str(tmp)], tail=4000, name_command=False)
-        tmp.replace(so)
+        seal(tmp, so)
     return ctypes.CDLL(str(so))
 
 
 def _runtime_object(d, cxx: str, flags) -> object:
     rt = d / f"kv_mtia_rt.{header_hash()}.o"
-    if not rt.exists():
+    if not sealed(rt):
         tmp = d / f"kv_mtia_rt.{os.getpid()}.{threading.get_ident()}.tmp.o"
         run_tool([cxx, *flags, "-DKV_MTIA_RUNTIME", "-x", "c++", "-c",
                   str(templates_dir() / "mtia" / "kv_mtia.h"), "-o", str(tmp)],
                  tail=4000, name_command=False)
-        tmp.replace(rt)
+        seal(tmp, rt)
     return rt

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 
 from ...errors import MissingExtra
@@ -17,7 +18,7 @@ from ..base import Backend, Caps, Kernel, KernelSource, check_caps
 from ..compiler_reports import triton_jit
 from ..target import Target
 from ..templating import banner, render
-from ..toolchain import cache_dir
+from ..toolchain import cache_dir, seal, sealed
 from . import bulk, ptxas
 from .emitter import render_module
 from .usage import dot_usage
@@ -164,10 +165,10 @@ def load_module(source: KernelSource, interpret: bool):
     d.mkdir(parents=True, exist_ok=True)
     tag = "i" if interpret else "c"
     path = Path(d) / f"k_{source.hash}_{tag}.py"
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # workers may race to write it
+    if not sealed(path):  # missing, or not this user's own (planted): write it
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(source.text)
-        tmp.replace(path)
+        seal(tmp, path)
     name = f"kevolve_triton_{source.hash}_{tag}"
     if name in sys.modules:
         return sys.modules[name]

@@ -11,7 +11,7 @@ from dataclasses import asdict, is_dataclass
 from ....archive.records import Scored
 from ....evaluate.job import Result
 from ....schedule import MoveError, Trace
-from ....schedule.moves import MOVES, json_schema
+from ....schedule.moves import DECISION_PATTERN, MOVES, json_schema
 from ..base import ProposalContext
 
 TOOL = "propose_schedules"
@@ -25,6 +25,7 @@ def tool_definition(n: int | None = None) -> dict:
         "properties": {
             "moves": {"type": "array", "items": json_schema(), "maxItems": 64},
             "decisions": {"type": "object", "additionalProperties": {"type": "integer"},
+                          "propertyNames": {"pattern": DECISION_PATTERN},
                           "description": 'values of "$NAME" references used in moves'},
             "reason": {"type": "string", "maxLength": 300,
                        "description": "one sentence: why this should be faster"},
