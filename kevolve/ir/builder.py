@@ -42,6 +42,7 @@ from .validate import check_stage
 __all__ = [
     "dims", "param", "input", "axes", "axis", "reduce_axis", "jagged_axis", "compute", "op",
     "sum_", "max_", "min_", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs_",
+    "sin", "cos", "floor", "ceil", "trunc", "round_", "log1p", "expm1",
     "maximum", "minimum", "where", "cast", "const", "eq", "ne",
     "f32", "f16", "bf16", "i32", "i64",
 ]
@@ -145,6 +146,9 @@ def _u(op):
 
 exp, log, sqrt, rsqrt, tanh, sigmoid, erf, abs_ = (
     _u(o) for o in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs"))
+# round_ rounds half to even (torch.round, C rintf); trunc rounds toward zero.
+sin, cos, floor, ceil, trunc, round_, log1p, expm1 = (
+    _u(o) for o in ("sin", "cos", "floor", "ceil", "trunc", "round", "log1p", "expm1"))
 
 
 def maximum(a, b) -> Binary:
@@ -164,6 +168,10 @@ def ne(a, b) -> Binary:
 
 
 def where(cond, a, b) -> Where:
+    if isinstance(cond, bool):  # `x == y` on expressions is Python's structural equality
+        raise SpecError(f"where() got the Python bool {cond} as its condition",
+                        "compare values with eq(a, b) / ne(a, b), not == / !=",
+                        loc=user_location())
     return Where(_wrap(cond), _wrap(a), _wrap(b))
 
 

@@ -362,7 +362,9 @@ _UNARY = {
     "neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh,
     "sigmoid": lambda x: 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64))),
-    "erf": _erf, "abs": np.abs, "not": np.logical_not,
+    "erf": _erf, "abs": np.abs, "not": np.logical_not, "sin": np.sin, "cos": np.cos,
+    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint,
+    "log1p": np.log1p, "expm1": np.expm1,
 }
 _BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,

@@ -101,7 +101,9 @@ class CStyleLanguage:
     code_for_op: dict[str, str] = {
         "exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "(1.0f / sqrtf({}))",
         "sigmoid": "(1.0f / (1.0f + expf(-({}))))", "erf": "erff({})", "abs": "fabsf({})",
-        "tanh": "tanhf({})", "not": "(!({}))"}
+        "tanh": "tanhf({})", "not": "(!({}))", "sin": "sinf({})", "cos": "cosf({})",
+        "floor": "floorf({})", "ceil": "ceilf({})", "trunc": "truncf({})",
+        "round": "rintf({})", "log1p": "log1pf({})", "expm1": "expm1f({})"}
     binops: dict[str, str] | None = {
         "add": "+", "sub": "-", "mul": "*", "mod": "%", "lt": "<", "le": "<=", "gt": ">",
         "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||"}

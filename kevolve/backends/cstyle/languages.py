@@ -120,7 +120,10 @@ class NumbaLanguage(CStyleLanguage):
     code_for_op = {"exp": "math.exp({})", "log": "math.log({})", "sqrt": "math.sqrt({})",
                    "rsqrt": "(1.0 / math.sqrt({}))",
                    "sigmoid": "(1.0 / (1.0 + math.exp(-({}))))", "erf": "math.erf({})",
-                   "abs": "abs({})", "tanh": "math.tanh({})", "not": "(not ({}))"}
+                   "abs": "abs({})", "tanh": "math.tanh({})", "not": "(not ({}))",
+                   "sin": "math.sin({})", "cos": "math.cos({})", "floor": "np.floor({})",
+                   "ceil": "np.ceil({})", "trunc": "np.trunc({})", "round": "np.rint({})",
+                   "log1p": "math.log1p({})", "expm1": "math.expm1({})"}
     binops = None  # Python's own
     power = None  # Python's `**`
     intdiv = "//"

@@ -45,7 +45,13 @@ def _load(raw: bool):
 def _lang(raw: bool = False) -> PyLang:
     u = {"exp": "tl.exp({})", "log": "tl.log({})", "sqrt": "tl.sqrt({})",
          "rsqrt": "tl.rsqrt({})", "sigmoid": "tl.sigmoid({})", "erf": "tl.erf({})",
-         "abs": "tl.abs({})", "tanh": "(2.0 * tl.sigmoid(2.0 * ({})) - 1.0)", "not": "(~{})"}
+         "abs": "tl.abs({})", "tanh": "(2.0 * tl.sigmoid(2.0 * ({})) - 1.0)", "not": "(~{})",
+         "sin": "tl.sin({})", "cos": "tl.cos({})", "floor": "tl.floor({})",
+         "ceil": "tl.ceil({})", "trunc": "tl.where(({0}) < 0, tl.ceil({0}), tl.floor({0}))",
+         # half to even: floor(x + 1/2), less one where x was a tie and that is odd
+         "round": "(tl.floor(({0}) + 0.5) - ((tl.floor(({0}) + 0.5) - ({0}) == 0.5)"
+                  " & (tl.floor(({0}) + 0.5) % 2.0 != 0.0)).to(tl.float32))",
+         "log1p": "tl.log(1.0 + ({}))", "expm1": "(tl.exp({}) - 1.0)"}
     return PyLang(unary={k: v.format for k, v in u.items()}, maximum="tl.maximum",
                   minimum="tl.minimum", where=lambda c, a, b: f"tl.where({c}, {a}, {b})",
                   load=_load(raw),

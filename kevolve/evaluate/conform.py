@@ -1,0 +1,138 @@
+"""Conformance of operators to their ATen references: each op of a selection is built with
+the default schedule on a backend and run on fresh random inputs at its small preset and
+its edge shapes (every dim 1; primes; a 16-bit dtype where it has variants). Two checks per
+shape, both in float64:
+
+- the op's torch reference (run in float64 on the same inputs, so a kernel more accurate
+  than a float32/TF32 torch is never failed) against the reference interpreter: is the spec
+  the ATen operator it names?
+- the kernel against the interpreter, with the tolerance of the output's dtype.
+
+The pseudo-backend `interp` runs only the first check. A verdict is `pass`, `spec` (the spec
+and its reference disagree), `wrong` (the kernel's numbers are off), `fail` (a pipeline stage
+refused or broke: legality, lowering, render, compile, launch) or `crash` (a kevolve bug)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..errors import KevolveError
+from .check import alloc_outputs, compare, inputs_for, to_host
+
+INTERP = "interp"
+
+
+@dataclass(frozen=True)
+class Conformance:
+    """One op on one backend: the verdict over every shape tried."""
+
+    op: str
+    backend: str
+    verdict: str  # pass | spec | wrong | fail | crash
+    max_error: float = 0.0
+    reason: str = ""
+    stage: str = ""  # the pipeline stage that failed (fail / crash)
+    shapes: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "pass"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["max_error"] = None if not np.isfinite(self.max_error) else self.max_error
+        return d
+
+
+def conform_shapes(opdef, edges: bool = True) -> list[dict]:
+    """The small preset, then the op's edge shapes (without repeats)."""
+    out: list[dict] = []
+    for sd in [opdef.shape("small"), *(opdef.edge_shapes if edges else ())]:
+        if sd not in out:
+            out.append(dict(sd))
+    return out
+
+
+def torch_reference(opdef, op, case) -> dict[str, np.ndarray]:
+    """The op's torch reference in float64 on the case's inputs (host, no TF32)."""
+    import torch
+
+    from ..ops.base import torch_inputs
+
+    t = torch_inputs(op, case, "cpu", float_dtype=torch.float64)
+    with torch.no_grad():
+        got = opdef.torch_eager(t, case.params)
+    return {k: v.double().numpy() if hasattr(v, "double") else np.asarray(v, np.float64)
+            for k, v in got.items()}
+
+
+def conform(opdef, backend=None, *, seeds=(0,), edges: bool = True, cache=None,
+            backend_name: str = INTERP) -> Conformance:
+    """Check `opdef` (reference vs interpreter; with a `backend`, its default-schedule
+    kernel vs interpreter) at every conform shape and seed; the first problem is the
+    verdict."""
+    from .. import pipeline
+    from ..ir.interp import bind_dims
+    from ..ir.interp import run as interpret
+
+    t0 = time.perf_counter()
+    worst = 0.0
+    shapes = conform_shapes(opdef, edges)
+
+    def verdict(v, reason="", stage=""):
+        return Conformance(opdef.name, backend_name, v, worst, reason, stage, shapes,
+                           round(time.perf_counter() - t0, 3))
+
+    stage = "reference"
+    try:
+        for sd in shapes:
+            op = opdef.op_for(sd)
+            for seed in seeds:
+                stage = "reference"
+                case = opdef.case(sd, seed)
+                ref = interpret(op, case.inputs, case.params)
+                if opdef.torch_eager is not None:
+                    chk = compare(op, torch_reference(opdef, op, case), ref)
+                    if not chk.ok:
+                        return verdict("spec", f"shape {sd}: torch vs interpreter: "
+                                       f"{chk.message}", "reference")
+                if backend is None:
+                    continue
+                lib, device = backend.target.tensor_lib, backend.target.tensor_device
+                dims = bind_dims(op, case.inputs, case.params)
+                stage = "lower"
+                src = pipeline.compile(op, None, dims, backend).source
+                stage = "compile"
+                k = pipeline.build(src, backend, cache)
+                stage = "launch"
+                ins = inputs_for(op, case.inputs, lib, device)
+                outs = alloc_outputs(op, dims, lib, device)
+                k(ins, outs, case.params)
+                chk = compare(op, {n: to_host(v) for n, v in outs.items()}, ref)
+                worst = max(worst, chk.max_error)
+                if not chk.ok:
+                    return verdict("wrong", f"shape {sd}, seed {seed}: {chk.message}",
+                                   "correctness")
+    except KevolveError as e:
+        st = getattr(e, "stage", None) or stage
+        return verdict("fail", pipeline.describe(e), st)
+    except Exception as e:  # noqa: BLE001 - a launch or a kevolve bug: reported per op
+        what = "fail" if stage in ("compile", "launch") else "crash"
+        return verdict(what, f"{type(e).__name__}: {str(e).strip()[:400]}", stage)
+    return verdict("pass")
+
+
+def summary(results: list[Conformance]) -> dict:
+    """Counts by verdict, and the failing ops grouped by stage."""
+    counts: dict[str, int] = {}
+    by_stage: dict[str, list[str]] = {}
+    for r in results:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+        if not r.ok:
+            by_stage.setdefault(r.stage or r.verdict, []).append(r.op)
+    return {"ops": len(results), "passed": counts.get("pass", 0), "verdicts": counts,
+            "failures_by_stage": by_stage}
