@@ -8,7 +8,8 @@ shape, both in float64:
   the ATen operator it names?
 - the kernel against the interpreter, with the tolerance of the output's dtype.
 
-The pseudo-backend `interp` runs only the first check. A verdict is `pass`, `spec` (the spec
+The pseudo-backend `interp` runs only the first check. A shape in a dtype the backend does
+not have (f16 on cpu) is skipped and listed. A verdict is `pass`, `spec` (the spec
 and its reference disagree), `wrong` (the kernel's numbers are off), `fail` (a pipeline stage
 refused or broke: legality, lowering, render, compile, launch) or `crash` (a kevolve bug)."""
 
@@ -37,6 +38,7 @@ class Conformance:
     stage: str = ""  # the pipeline stage that failed (fail / crash)
     shapes: list[dict] = field(default_factory=list)
     seconds: float = 0.0
+    skipped: list[str] = field(default_factory=list)  # dtypes the backend does not have
 
     @property
     def ok(self) -> bool:
@@ -59,12 +61,15 @@ def conform_shapes(opdef, edges: bool = True) -> list[dict]:
 
 def torch_reference(opdef, op, case) -> dict[str, np.ndarray]:
     """The op's torch reference in float64 on the case's inputs (host, no TF32)."""
+    import warnings
+
     import torch
 
     from ..ops.base import torch_inputs
 
     t = torch_inputs(op, case, "cpu", float_dtype=torch.float64)
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's notes (var of one value is NaN, ...)
         got = opdef.torch_eager(t, case.params)
     return {k: v.double().numpy() if hasattr(v, "double") else np.asarray(v, np.float64)
             for k, v in got.items()}
@@ -82,10 +87,11 @@ def conform(opdef, backend=None, *, seeds=(0,), edges: bool = True, cache=None,
     t0 = time.perf_counter()
     worst = 0.0
     shapes = conform_shapes(opdef, edges)
+    skipped: set[str] = set()
 
     def verdict(v, reason="", stage=""):
         return Conformance(opdef.name, backend_name, v, worst, reason, stage, shapes,
-                           round(time.perf_counter() - t0, 3))
+                           round(time.perf_counter() - t0, 3), sorted(skipped))
 
     stage = "reference"
     try:
@@ -101,6 +107,11 @@ def conform(opdef, backend=None, *, seeds=(0,), edges: bool = True, cache=None,
                         return verdict("spec", f"shape {sd}: torch vs interpreter: "
                                        f"{chk.message}", "reference")
                 if backend is None:
+                    continue
+                missing = {b.dtype.name for b in op.inputs + tuple(s.out for s in op.stages)
+                           if b.dtype.name not in backend.caps.dtypes}
+                if missing:  # the backend refuses the dtype up front: not a failure
+                    skipped |= missing
                     continue
                 lib, device = backend.target.tensor_lib, backend.target.tensor_device
                 dims = bind_dims(op, case.inputs, case.params)
@@ -136,3 +147,45 @@ def summary(results: list[Conformance]) -> dict:
             by_stage.setdefault(r.stage or r.verdict, []).append(r.op)
     return {"ops": len(results), "passed": counts.get("pass", 0), "verdicts": counts,
             "failures_by_stage": by_stage}
+
+
+def make_backend(name: str, interpret: bool = False):
+    """(backend or None for `interp`, why it cannot run here or "")."""
+    if name == INTERP:
+        return None, ""
+    from ..backends.registry import get
+
+    be = get(name, **({"interpret": True} if interpret else {}))
+    ok, why = be.available()
+    return be, ("" if ok else why)
+
+
+def share(names: list[str], spec: str | None) -> list[str]:
+    """The `K/N` share of `names`: every N-th op starting at K (a rotating CI slice)."""
+    if not spec:
+        return names
+    k, _, n = spec.partition("/")
+    k, n = int(k), int(n)
+    if n < 1 or not 0 <= k < n:
+        raise ValueError(f"share {spec!r}: give K/N with 0 <= K < N")
+    return names[k::n]
+
+
+def conform_all(names: list[str], backend_name: str = INTERP, *, interpret: bool = False,
+                seeds=(0,), edges: bool = True, on_result=None) -> list[Conformance]:
+    """`conform` for each catalog op of `names` (aten names) on one backend; kernels are
+    shared through one build cache."""
+    from ..ops import resolve
+
+    be, why = make_backend(backend_name, interpret)
+    if why:
+        raise RuntimeError(f"backend {backend_name} cannot run here: {why}")
+    cache: dict = {}
+    out = []
+    for n in names:
+        r = conform(resolve(n if n.startswith("aten.") or ":" in n else "aten." + n), be,
+                    seeds=seeds, edges=edges, cache=cache, backend_name=backend_name)
+        out.append(r)
+        if on_result is not None:
+            on_result(r)
+    return out
