@@ -205,6 +205,9 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
         if isinstance(x, Unary):
             if x.op == "neg":
                 return f"(-{go(x.x)})"
+            if x.op == "abs" and not dtype_of(x.x).is_float:  # an index: no float abs
+                a = go(x.x)
+                return f"{lang.int_maximum or lang.maximum}({a}, -({a}))"
             return lang.unary[x.op](go(x.x))
         if isinstance(x, Binary):
             g = _gauss_gated(x) if lang.gauss_gate else None

@@ -175,6 +175,7 @@ def conform_all(names: list[str], backend_name: str = INTERP, *, interpret: bool
                 seeds=(0,), edges: bool = True, on_result=None) -> list[Conformance]:
     """`conform` for each catalog op of `names` (aten names) on one backend; kernels are
     shared through one build cache."""
+    from ..ir.specfile import is_spec_ref
     from ..ops import resolve
 
     be, why = make_backend(backend_name, interpret)
@@ -183,7 +184,7 @@ def conform_all(names: list[str], backend_name: str = INTERP, *, interpret: bool
     cache: dict = {}
     out = []
     for n in names:
-        r = conform(resolve(n if n.startswith("aten.") or ":" in n else "aten." + n), be,
+        r = conform(resolve(n if n.startswith("aten.") or is_spec_ref(n) else "aten." + n), be,
                     seeds=seeds, edges=edges, cache=cache, backend_name=backend_name)
         out.append(r)
         if on_result is not None:

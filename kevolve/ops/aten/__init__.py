@@ -41,7 +41,8 @@ def names(family: str | None = None) -> list[str]:
 
 
 def family_of(name: str) -> str:
-    return _FAMILY[name.removeprefix("aten.")]
+    """The family of a catalog op; `spec` for anything else (a user's spec file)."""
+    return _FAMILY.get(name.removeprefix("aten."), "spec")
 
 
 def get(name: str) -> OpDef:
@@ -58,12 +59,15 @@ def get(name: str) -> OpDef:
 
 def select(spec: str | None) -> list[str]:
     """Op names of a selection: None/'all', a family, or comma-separated op names and
-    families (`aten.relu,reduction`)."""
+    families (`aten.relu,reduction`); a spec file `path/spec.py:name` is kept as given."""
+    from ...ir.specfile import is_spec_ref
+
     if spec in (None, "", "all"):
         return names()
     out: list[str] = []
     for part in spec.split(","):
         part = part.strip()
-        got = names(part) if part in FAMILIES else [get(part).name.removeprefix("aten.")]
+        got = names(part) if part in FAMILIES else [part] if is_spec_ref(part) else \
+            [get(part).name.removeprefix("aten.")]
         out += [n for n in got if n not in out]
     return out
