@@ -201,7 +201,9 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
             guards, ctx.guards = ctx.guards, []  # index loads (offsets) are not guarded
             off = linear_offset(x.index, x.buffer.shape, go)
             ctx.guards = guards
-            return lang.load(ptr(x.buffer.name), off, mask_of(ctx, axes_in(x)), x)
+            # a 0-d input (a scalar) is never out of bounds: no mask, whatever the branch
+            mask = mask_of(ctx, axes_in(x)) if x.index else None
+            return lang.load(ptr(x.buffer.name), off, mask, x)
         if isinstance(x, Unary):
             if x.op == "neg":
                 return f"(-{go(x.x)})"

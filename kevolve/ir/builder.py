@@ -40,7 +40,8 @@ from .nodes import (
 from .validate import check_stage
 
 __all__ = [
-    "dims", "param", "input", "axes", "axis", "reduce_axis", "jagged_axis", "compute", "op",
+    "dims", "param", "scalar", "input", "axes", "axis", "reduce_axis", "jagged_axis",
+    "compute", "op",
     "sum_", "max_", "min_", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs_",
     "sin", "cos", "floor", "ceil", "trunc", "round_", "log1p", "expm1",
     "maximum", "minimum", "where", "cast", "const", "eq", "ne",
@@ -67,6 +68,14 @@ def dims(names: str) -> Dim | tuple[Dim, ...]:
 def param(name: str) -> Dim:
     """A scalar integer fixed per call that no input shape carries (e.g. a jagged max length)."""
     return Dim(name)
+
+
+def scalar(name: str, dtype=dt.f32) -> Load:
+    """A scalar fixed per call, of any buffer dtype (a float slope, an epsilon, a scale):
+    a 0-d input, used directly in expressions (`x[i] * alpha`) and listed in op(inputs=...)
+    like a buffer. A shape dict may give its value (`{"alpha": 0.2}`); else it is drawn
+    like any input."""
+    return Load(input(name, (), dtype), ())
 
 
 def _dtype(dtype, stage: str | None = None) -> dt.DType:
@@ -217,6 +226,9 @@ def op(name: str, inputs, outputs) -> Op:
     """Collect the stages reachable from `outputs`, in dependency order, and check them."""
     loc = user_location()
     outs = tuple(outputs)
+    # a scalar() is a 0-d input read with no index: its buffer is the input
+    inputs = [b.buffer if isinstance(b, Load) and not b.index and b.source is None else b
+              for b in inputs]
     stages: dict[str, Compute] = {}
     visiting: set[str] = set()
 

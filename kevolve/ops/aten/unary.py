@@ -27,6 +27,7 @@ from ...ir.builder import (
     op,
     round_,
     rsqrt,
+    scalar,
     sigmoid,
     sin,
     sqrt,
@@ -150,3 +151,46 @@ def _make(name: str, fn, ref, dom):
 
 
 OPS = {name: _make(name, *row) for name, row in TABLE.items()}
+
+
+# Operators with a float argument that varies per call: a scalar() input (a 0-d tensor,
+# drawn from its domain; a shape dict may fix it: {"s": 0.2}).
+# name -> (formula of (x, s), torch reference of (x, s as a Python float), domain of s)
+PARAMETRIC: dict[str, tuple] = {
+    "leaky_relu_scalar": (lambda x, s: where(x > 0.0, x, x * s),
+                          lambda x, s: __import__("torch").nn.functional.leaky_relu(x, s),
+                          domain(0.01, 0.3)),
+    "elu_scalar": (lambda x, s: where(x > 0.0, x, s * expm1(x)),
+                   lambda x, s: __import__("torch").nn.functional.elu(x, alpha=s),
+                   domain(0.5, 2.0)),
+    "softplus_scalar": (lambda x, s: where(x * s > 20.0, x, log1p(exp(minimum(x * s, 20.0)))
+                                           / s),
+                        lambda x, s: __import__("torch").nn.functional.softplus(x, beta=s),
+                        domain(0.5, 2.0)),
+    "add_scalar_tensor": (lambda x, s: x + s, lambda x, s: x + s, domain(-2.0, 2.0)),
+    "mul_scalar_tensor": (lambda x, s: x * s, lambda x, s: x * s, domain(-2.0, 2.0)),
+    "pow_scalar_tensor": (lambda x, s: x ** s, lambda x, s: x ** s, domain(0.5, 3.0)),
+    "clamp_min_scalar_tensor": (lambda x, s: maximum(x, s),
+                                lambda x, s: x.clamp(min=s), domain(-1.0, 1.0)),
+}
+
+
+def parametric_op(name: str, fn):
+    M, N = dims("M N")
+    x = input("x", (M, N), "f32")
+    s = scalar("s")
+    i, j = axes("i j", M, N)
+    return op(name, inputs=[x, s], outputs=[compute("y", (i, j), fn(x[i, j], s))])
+
+
+def _parametric(name, fn, ref, dom):
+    def reference(t, p):
+        return ref(t["x"], float(t["s"]))
+    reference.__qualname__ = f"{name}(x, s)"
+    o = parametric_op(name, fn)
+    doms = {"s": dom} | ({"x": domain(positive=True)} if name.startswith("pow") else {})
+    return entry(o, reference, inputs=doms, edges=at_least(o, {}),
+                 doc=f"{name}: a float argument s per call")
+
+
+OPS.update({n: _parametric(n, *row) for n, row in PARAMETRIC.items()})
