@@ -20,9 +20,14 @@ from ._common import BadInput, Failed, console, echo, emit_json
               help="Random inputs drawn per shape.")
 @click.option("--no-edges", is_flag=True, help="Only the small preset, not the edge shapes.")
 @click.option("--interpret", is_flag=True, help="Triton: run in Triton's interpreter (CPU).")
+@click.option("--emulate", is_flag=True,
+              help="cuda/hip: run the kernels in the backend's CPU emulation.")
+@click.option("--compile-only", is_flag=True,
+              help="Build every kernel but run none (a GPU backend's compiler, no GPU).")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON document: a row per op and a summary (exit 1 if any fails).")
-def command(backend_name, selection, share_spec, seeds, no_edges, interpret, as_json) -> None:
+def command(backend_name, selection, share_spec, seeds, no_edges, interpret, emulate,
+            compile_only, as_json) -> None:
     """Run each selected ATen catalog op on BACKEND with the default schedule, at its small
     preset and edge shapes (every dim 1, primes, 16-bit dtypes), on fresh random inputs.
     Each op's torch reference (float64) is checked against the interpreter, and the kernel
@@ -45,14 +50,16 @@ def command(backend_name, selection, share_spec, seeds, no_edges, interpret, as_
             click.echo(f"{r.op}: {r.verdict}", err=True)
 
     try:
-        results = conform_all(names, backend_name, interpret=interpret,
+        results = conform_all(names, backend_name, interpret=interpret, emulate=emulate,
+                              compile_only=compile_only,
                               seeds=tuple(range(seeds)), edges=not no_edges,
                               on_result=progress)
     except RuntimeError as e:
         raise BadInput(str(e)) from None
     summ = summary(results)
     if as_json:
-        emit_json({"backend": backend_name, "interpret": interpret, "selection": selection,
+        emit_json({"backend": backend_name, "interpret": interpret, "emulate": emulate,
+                   "compile_only": compile_only, "selection": selection,
                    "share": share_spec, "summary": summ,
                    "results": [dict(r.to_dict(), family=aten.family_of(r.op))
                                for r in results]})

@@ -76,10 +76,11 @@ def torch_reference(opdef, op, case) -> dict[str, np.ndarray]:
 
 
 def conform(opdef, backend=None, *, seeds=(0,), edges: bool = True, cache=None,
-            backend_name: str = INTERP) -> Conformance:
+            backend_name: str = INTERP, compile_only: bool = False) -> Conformance:
     """Check `opdef` (reference vs interpreter; with a `backend`, its default-schedule
     kernel vs interpreter) at every conform shape and seed; the first problem is the
-    verdict."""
+    verdict. `compile_only`: build each kernel but run none (a GPU backend's compiler on a
+    machine without the GPU)."""
     from .. import pipeline
     from ..ir.interp import bind_dims
     from ..ir.interp import run as interpret
@@ -119,6 +120,8 @@ def conform(opdef, backend=None, *, seeds=(0,), edges: bool = True, cache=None,
                 src = pipeline.compile(op, None, dims, backend).source
                 stage = "compile"
                 k = pipeline.build(src, backend, cache)
+                if compile_only:
+                    continue
                 stage = "launch"
                 ins = inputs_for(op, case.inputs, lib, device)
                 outs = alloc_outputs(op, dims, lib, device)
@@ -149,15 +152,19 @@ def summary(results: list[Conformance]) -> dict:
             "failures_by_stage": by_stage}
 
 
-def make_backend(name: str, interpret: bool = False):
-    """(backend or None for `interp`, why it cannot run here or "")."""
+def make_backend(name: str, interpret: bool = False, emulate: bool = False,
+                 compile_only: bool = False):
+    """(backend or None for `interp`, why it cannot run here or ""). `interpret`: Triton's
+    interpreter; `emulate`: a GPU backend's CPU emulation; `compile_only` needs only the
+    backend's compiler."""
     if name == INTERP:
         return None, ""
     from ..backends.registry import get
 
-    be = get(name, **({"interpret": True} if interpret else {}))
+    opts = ({"interpret": True} if interpret else {}) | ({"emulate": True} if emulate else {})
+    be = get(name, **opts)
     ok, why = be.available()
-    return be, ("" if ok else why)
+    return be, ("" if ok or compile_only else why)
 
 
 def share(names: list[str], spec: str | None) -> list[str]:
@@ -172,20 +179,22 @@ def share(names: list[str], spec: str | None) -> list[str]:
 
 
 def conform_all(names: list[str], backend_name: str = INTERP, *, interpret: bool = False,
-                seeds=(0,), edges: bool = True, on_result=None) -> list[Conformance]:
+                emulate: bool = False, compile_only: bool = False, seeds=(0,),
+                edges: bool = True, on_result=None) -> list[Conformance]:
     """`conform` for each catalog op of `names` (aten names) on one backend; kernels are
     shared through one build cache."""
     from ..ir.specfile import is_spec_ref
     from ..ops import resolve
 
-    be, why = make_backend(backend_name, interpret)
+    be, why = make_backend(backend_name, interpret, emulate, compile_only)
     if why:
         raise RuntimeError(f"backend {backend_name} cannot run here: {why}")
     cache: dict = {}
     out = []
     for n in names:
         r = conform(resolve(n if n.startswith("aten.") or is_spec_ref(n) else "aten." + n), be,
-                    seeds=seeds, edges=edges, cache=cache, backend_name=backend_name)
+                    seeds=seeds, edges=edges, cache=cache, backend_name=backend_name,
+                    compile_only=compile_only)
         out.append(r)
         if on_result is not None:
             on_result(r)

@@ -70,3 +70,21 @@ def test_bad_input_exits_2(args):
 # Ops known not to conform on a backend, with the cause (kept in step with
 # benchmarks/results/2026-12-05-cpu-conform.md); a fixed op simply passes.
 KNOWN: dict[str, dict[str, str]] = {"cpu": {}, "triton": {}}
+
+
+@pytest.mark.parametrize("flag", ["--emulate", "--compile-only"])
+def test_cuda_without_a_gpu(flag):
+    """The CUDA backend's emulation runs the kernel on the CPU; --compile-only needs only
+    nvcc (the machine has no GPU)."""
+    from kevolve.backends.registry import get
+
+    be = get("cuda", emulate=True)
+    if flag == "--emulate" and not be.available()[0]:
+        pytest.skip(be.available()[1])
+    import shutil
+    if flag == "--compile-only" and shutil.which("nvcc") is None:
+        pytest.skip("no nvcc")
+    res = run("--ops", "aten.relu", "-b", "cuda", flag, "--no-edges", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["summary"]["passed"] == 1
