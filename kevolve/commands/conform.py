@@ -24,10 +24,13 @@ from ._common import BadInput, Failed, console, echo, emit_json
               help="cuda/hip: run the kernels in the backend's CPU emulation.")
 @click.option("--compile-only", is_flag=True,
               help="Build every kernel but run none (a GPU backend's compiler, no GPU).")
+@click.option("--markdown", "md_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write the run as Markdown (command, counts per family, failures "
+                   "by stage) to this file.")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON document: a row per op and a summary (exit 1 if any fails).")
 def command(backend_name, selection, share_spec, seeds, no_edges, interpret, emulate,
-            compile_only, as_json) -> None:
+            compile_only, md_path, as_json) -> None:
     """Run each selected ATen catalog op on BACKEND with the default schedule, at its small
     preset and edge shapes (every dim 1, primes, 16-bit dtypes), on fresh random inputs.
     Each op's torch reference (float64) is checked against the interpreter, and the kernel
@@ -35,7 +38,7 @@ def command(backend_name, selection, share_spec, seeds, no_edges, interpret, emu
     max error, reason); exit 0 only if every op passes."""
     import sys
 
-    from ..evaluate.conform import conform_all, share, summary
+    from ..evaluate.conform import conform_all, markdown, share, summary
     from ..ops import aten
 
     try:
@@ -57,6 +60,12 @@ def command(backend_name, selection, share_spec, seeds, no_edges, interpret, emu
     except RuntimeError as e:
         raise BadInput(str(e)) from None
     summ = summary(results)
+    if md_path:
+        cmd = "kevolve " + " ".join(sys.argv[1:]) if sys.argv[0].endswith(("kevolve", "cli.py",
+                                                                           "__main__.py")) \
+            else f"kevolve conform -b {backend_name} --ops {selection}"
+        with open(md_path, "w") as fh:
+            fh.write(markdown(results, cmd, aten.family_of) + "\n")
     if as_json:
         emit_json({"backend": backend_name, "interpret": interpret, "emulate": emulate,
                    "compile_only": compile_only, "selection": selection,

@@ -199,3 +199,38 @@ def conform_all(names: list[str], backend_name: str = INTERP, *, interpret: bool
         if on_result is not None:
             on_result(r)
     return out
+
+
+def markdown(results: list[Conformance], command: str, family_of=None) -> str:
+    """A conformance run as Markdown: the command, counts per family, and every op that did
+    not pass, grouped by the stage that failed, with its reason."""
+    fam = family_of or (lambda n: "")
+    s = summary(results)
+    backend = results[0].backend if results else "?"
+    lines = [f"# Conformance of the ATen catalog on {backend}", "", "```", command, "```", "",
+             f"**{s['passed']} of {s['ops']} ops pass** on {backend}"
+             + "".join(f"; {v}: {n}" for v, n in s["verdicts"].items() if v != "pass") + ".",
+             ""]
+    skipped = sorted({d for r in results for d in r.skipped})
+    if skipped:
+        lines += [f"Shapes in {', '.join(skipped)} were skipped: the backend does not have "
+                  "that dtype.", ""]
+    fams: dict[str, list[int]] = {}
+    for r in results:
+        c = fams.setdefault(fam(r.op), [0, 0])
+        c[0] += r.ok
+        c[1] += 1
+    lines += ["| family | pass | ops |", "| --- | --- | --- |"]
+    lines += [f"| {f} | {p} | {n} |" for f, (p, n) in fams.items()]
+    lines.append("")
+    if s["failures_by_stage"]:
+        lines += ["## Failures by stage", ""]
+        bad = {r.op: r for r in results if not r.ok}
+        for stage, ops in s["failures_by_stage"].items():
+            lines += [f"### {stage} ({len(ops)})", "", "| op | verdict | reason |",
+                      "| --- | --- | --- |"]
+            for n in ops:
+                why = " ".join(bad[n].reason.split())[:300].replace("|", "\\|")
+                lines.append(f"| {n} | {bad[n].verdict} | {why} |")
+            lines.append("")
+    return "\n".join(lines)

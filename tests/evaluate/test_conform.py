@@ -43,15 +43,19 @@ def run(*args):
     return CliRunner().invoke(main, ["conform", *args])
 
 
-def test_json_table_and_exit_codes():
+def test_json_table_and_exit_codes(tmp_path):
     res = run("--ops", "softmax", "--json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["summary"]["ops"] == len(aten.names("softmax")) == doc["summary"]["passed"]
     row = doc["results"][0]
     assert {"op", "verdict", "max_error", "reason", "family", "shapes"} <= set(row)
-    res = run("--ops", f"{SPECS}:RELU,{SPECS}:NOT_RELU", "--json", "-b", "cpu")
+    md = tmp_path / "run.md"
+    res = run("--ops", f"{SPECS}:RELU,{SPECS}:NOT_RELU", "--json", "-b", "cpu",
+              "--markdown", str(md))
     assert res.exit_code == 1
+    text = md.read_text()
+    assert "**1 of 2 ops pass** on cpu" in text and "| not_relu | spec |" in text
     rows = {r["op"]: r for r in json.loads(res.stdout)["results"]}
     assert rows["my_relu"]["verdict"] == "pass"
     assert rows["not_relu"]["verdict"] == "spec" and rows["not_relu"]["reason"]
