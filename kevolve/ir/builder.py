@@ -41,8 +41,8 @@ from .validate import check_stage
 
 __all__ = [
     "dims", "param", "scalar", "input", "axes", "axis", "reduce_axis", "jagged_axis",
-    "compute", "op",
-    "sum_", "max_", "min_", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs_",
+    "compute", "op", "sum_", "max_", "min_", "prod_",
+    "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs_",
     "sin", "cos", "floor", "ceil", "trunc", "round_", "log1p", "expm1",
     "maximum", "minimum", "where", "cast", "const", "eq", "ne",
     "f32", "f16", "bf16", "i32", "i64",
@@ -144,6 +144,11 @@ def max_(body, over) -> Reduce:
 
 def min_(body, over) -> Reduce:
     return _reduce("min", body, over)
+
+
+def prod_(body, over) -> Reduce:
+    """The product over the axes (of nothing: 1, as torch.prod)."""
+    return _reduce("prod", body, over)
 
 
 def _u(op):

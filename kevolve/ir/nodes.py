@@ -21,7 +21,7 @@ ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "max", "min", "pow")
 CMP_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGIC_OPS = ("and", "or")
 BINARY_OPS = ARITH_OPS + CMP_OPS + LOGIC_OPS
-REDUCE_OPS = ("sum", "max", "min")
+REDUCE_OPS = ("sum", "max", "min", "prod")
 SPATIAL, REDUCE = "spatial", "reduce"
 
 

@@ -31,7 +31,7 @@ class CLanguage(CStyleLanguage):
         return super().loop_pragmas(s, in_grid)
 
 
-_OMP_OP = {"sum": "+", "max": "max", "min": "min"}
+_OMP_OP = {"sum": "+", "max": "max", "min": "min", "prod": "*"}
 
 
 def _grid_chain(s: For) -> list[For]:
@@ -134,7 +134,8 @@ class NumbaLanguage(CStyleLanguage):
              "f16": "np.float16({})", "i32": "np.int32({})", "i64": "np.int64({})",
              "bool": "bool({})"}
     types: dict[str, str] = {}
-    ident = {"sum": "np.float32(0.0)", "max": "-np.inf", "min": "np.inf"}
+    ident = {"sum": "np.float32(0.0)", "max": "-np.inf", "min": "np.inf",
+             "prod": "np.float32(1.0)"}
     combine = {**CStyleLanguage.combine, "max": "max({a}, {b})", "min": "min({a}, {b})"}
     min_call = "min({a}, {b})"
     to_acc = "{}"

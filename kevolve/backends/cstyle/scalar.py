@@ -268,7 +268,7 @@ class ScalarEmitter(KernelWalk):
             tgt = f"{acc}[{idx}]"
             v = self.ex(r.body, rctx)
             inner.append(Assign(tgt, lang.combine[r.op].format(a=tgt, b=lang.to_acc.format(v))))
-            if r.op != "sum":
+            if r.op not in ("sum", "prod"):
                 # a nest of its own after the reduce loops: the spatial extents bound
                 # inside those loops are out of scope here, so it binds them again
                 fctx = rctx.child()
@@ -322,7 +322,7 @@ class ScalarEmitter(KernelWalk):
 
     def empty_fix(self, r: Reduce, ctx: Ctx, out: list, target: str) -> None:
         """max/min of an empty segment is 0 (FBGEMM), not the identity."""
-        if r.op == "sum" or all(isinstance(a.extent, (Const, Dim)) for a in r.axes):
+        if r.op in ("sum", "prod") or all(isinstance(a.extent, (Const, Dim)) for a in r.axes):
             return
         # The outermost axis' extent is bound in this scope; an inner one's was bound inside
         # the outer loop, so it is computed again here (an extent that varies with an outer

@@ -28,8 +28,9 @@ from . import bulk, gelu
 TL = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16", "i32": "tl.int32",
       "i64": "tl.int64", "f64": "tl.float64", "bool": "tl.int1"}
 TORCH = {k: f"torch.{dt.TORCH_NAMES[k]}" for k in dt.BUFFER_DTYPES}  # as generated code spells them
-IDENT = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')"}
-COMBINE = {"sum": "{a} + {b}", "max": "tl.maximum({a}, {b})", "min": "tl.minimum({a}, {b})"}
+IDENT = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0"}
+COMBINE = {"sum": "{a} + {b}", "max": "tl.maximum({a}, {b})", "min": "tl.minimum({a}, {b})",
+           "prod": "{a} * {b}"}
 
 
 def _load(raw: bool):
@@ -332,10 +333,12 @@ class KernelWriter:
         v, rctx, depth = self._reduce_input(st, r, ctx, r.body, IDENT[r.op], "v")
         red = v
         for pos in self._block_positions(st, r):
-            red = f"tl.{r.op}({red}, axis={pos}, keep_dims=True)"
+            red = (f"tl.reduce({red}, {pos}, _kv_mul, keep_dims=True)" if r.op == "prod"
+                   else f"tl.{r.op}({red}, axis={pos}, keep_dims=True)")
         self.w(f"{acc} = {COMBINE[r.op].format(a=acc, b=red)}")
         self.ind -= depth
-        if r.op != "sum" and any(not isinstance(a.extent, (Const, Dim)) for a in r.axes):
+        if r.op not in ("sum", "prod") and any(not isinstance(a.extent, (Const, Dim))
+                                               for a in r.axes):
             ext = " * ".join(f"({rctx.axes['__ext_' + a.name]})" for a in r.axes)
             self.w(f"{acc} = tl.where({ext} > 0, {acc}, 0.0)")
         return acc
@@ -608,5 +611,6 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
     half = all(op.stage(n).out.dtype in (dt.bf16, dt.f16) for n in op.outputs)
     return {"kernels": kernels, "dims": dims, "guards": guards, "scratch": scratch,
             **gelu.helpers([k["body"] for k in kernels], libdevice, half),
-            "descriptors": descriptors}
+            "descriptors": descriptors,
+            "mul": any("_kv_mul" in k["body"] for k in kernels)}  # a product reduction
 

@@ -14,7 +14,6 @@ from ...ir.builder import (
     eq,
     exp,
     f32,
-    floor,
     i64,
     input,
     log,
@@ -22,6 +21,7 @@ from ...ir.builder import (
     min_,
     ne,
     op,
+    prod_,
     reduce_axis,
     sqrt,
     sum_,
@@ -40,14 +40,12 @@ def _stats(x, idx, red, count):
     """Single-stage kinds: name -> expression (one output per point of the kept dims)."""
     v = x[idx]
     nz = where(ne(v, 0.0), 1.0, 0.0)
-    nneg = sum_(where(v < 0.0, 1.0, 0.0), over=red)
     return {
         "sum": lambda: sum_(v, over=red),
         "mean": lambda: sum_(v, over=red) / count,
         "amax": lambda: max_(v, over=red),
         "amin": lambda: min_(v, over=red),
-        "prod": lambda: exp(sum_(log(abs_(v)), over=red))
-        * (1.0 - 2.0 * (nneg - 2.0 * floor(nneg * 0.5))),
+        "prod": lambda: prod_(v, over=red),
         "norm": lambda: sqrt(sum_(v * v, over=red)),
         "norm1": lambda: sum_(abs_(v), over=red),
         "norm_inf": lambda: max_(abs_(v), over=red),
@@ -127,7 +125,7 @@ def _make(kind: str, mode: str):
         dim = (0, 1)
     if kind in ("argmax", "argmin", "prod") and isinstance(dim, tuple):
         raise ValueError(f"{kind} takes one dim")
-    doms = {"prod": {"x": domain(0.5, 1.5)}, "any": {"x": domain(0.0, 1.0, integer=True)},
+    doms = {"any": {"x": domain(0.0, 1.0, integer=True)},
             "all": {"x": domain(0.0, 1.0, integer=True)},
             "count_nonzero": {"x": domain(-1.0, 1.0, integer=True)}}
     return entry(o, _ref(_TORCH[kind], dim, **kw), inputs=doms.get(kind),

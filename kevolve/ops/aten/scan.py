@@ -1,12 +1,25 @@
 """Inclusive scans along a dim: out[.., j] = op over x[.., 0..j], written as a reduction over a
 dependent axis `0 <= k <= j` (O(N^2) in the interpreter's terms; a backend may lower it as
-it likes). Kinds: cumsum, cumprod (positive inputs: a sum of logs), cummax, cummin,
+it likes). Kinds: cumsum, cumprod, cummax, cummin,
 logcumsumexp; along the last dim of x[M, N], the first, and the middle dim of x[A, B, C]."""
 
 from __future__ import annotations
 
-from ...ir.builder import axes, axis, compute, dims, exp, f32, input, log, max_, min_, op, sum_
-from ..spec import domain
+from ...ir.builder import (
+    axes,
+    axis,
+    compute,
+    dims,
+    exp,
+    f32,
+    input,
+    log,
+    max_,
+    min_,
+    op,
+    prod_,
+    sum_,
+)
 from ._entry import at_least, entry
 
 MODES = {"last": ("M N", 1, -1), "first": ("M N", 0, 0), "middle": ("A B C", 1, 1)}
@@ -24,7 +37,7 @@ def scan_op(kind: str, mode: str):
         m = compute("m", sp, max_(v, over=k))
         y = compute("y", sp, log(sum_(exp(v - m[sp]), over=k)) + m[sp])
     else:
-        body = {"cumsum": lambda: sum_(v, over=k), "cumprod": lambda: exp(sum_(log(v), over=k)),
+        body = {"cumsum": lambda: sum_(v, over=k), "cumprod": lambda: prod_(v, over=k),
                 "cummax": lambda: max_(v, over=k), "cummin": lambda: min_(v, over=k)}[kind]()
         y = compute("y", sp, body)
     return op(f"{kind}_{mode}", inputs=[x], outputs=[y])
@@ -44,8 +57,7 @@ def _ref(kind: str, dim: int):
 
 def _make(kind: str, mode: str):
     o = scan_op(kind, mode)
-    doms = {"x": domain(0.5, 1.5)} if kind == "cumprod" else None
-    return entry(o, _ref(kind, MODES[mode][2]), inputs=doms, edges=at_least(o, {}),
+    return entry(o, _ref(kind, MODES[mode][2]), edges=at_least(o, {}),
                  doc=f"torch.{kind} along dim {MODES[mode][2]}")
 
 
