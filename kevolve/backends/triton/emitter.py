@@ -5,6 +5,8 @@ reductions become `tl.sum/max/min(..., keep_dims=True)` over a block, contractio
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...ir import dtypes as dt
 from ...ir.interp import InterpError, eval_int
 from ...ir.nodes import (
@@ -72,6 +74,9 @@ def _power(a: str, b: str, floating: bool) -> str:
 
 
 LANG, RAW = _lang(), _lang(raw=True)
+# The launcher's host Python (grids, guards, sizes): builtins, not tl.*, which exists only
+# inside @triton.jit functions.
+HOST = replace(LANG, maximum="max", minimum="min", int_maximum="max", int_minimum="min")
 
 
 def buffers(op: Op, plan: Plan) -> list[str]:
@@ -575,7 +580,7 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
         descs = writer.descriptors
         descriptors = descriptors or bool(descs)
         bulk_guards += [g for g in writer.bulk_guards if g not in bulk_guards]
-        total = " * ".join(f"({emit(grid_count(k, lp), ctx, LANG, ptr)})" for lp in k.grid) \
+        total = " * ".join(f"({emit(grid_count(k, lp), ctx, HOST, ptr)})" for lp in k.grid) \
             or "1"
         # A constexpr dim is compiled in: index arithmetic folds and trip counts are known;
         # Triton's JIT compiles one kernel per value, so other shapes stay correct.
@@ -595,17 +600,17 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
     guards = []
     for k in plan.kernels:
         for cond, msg in k.guards:
-            guards.append({"cond": emit(cond, ctx, LANG, ptr), "msg": msg})
+            guards.append({"cond": emit(cond, ctx, HOST, ptr), "msg": msg})
     guards += [{"cond": cond, "msg": msg} for cond, msg in bulk_guards]
     if not wide:
         for name, shape in _buffer_shapes(op, plan).items():
-            n = " * ".join(f"({emit(e, ctx, LANG, ptr)})" for e in shape) or "1"
+            n = " * ".join(f"({emit(e, ctx, HOST, ptr)})" for e in shape) or "1"
             guards.append({"cond": f"{n} < {NARROW_LIMIT}",
                            "msg": f"{name}: under {NARROW_LIMIT} elements (32-bit offsets)"})
     scratch = []
     for name in plan.scratch:
         b = op.stage(name).out
-        shape = ", ".join(emit(s, ctx, LANG, ptr) for s in b.shape)
+        shape = ", ".join(emit(s, ctx, HOST, ptr) for s in b.shape)
         scratch.append({"name": name, "shape": f"({shape},)" if shape else "()",
                         "dtype": TORCH[b.dtype.name]})
     half = all(op.stage(n).out.dtype in (dt.bf16, dt.f16) for n in op.outputs)
