@@ -8,7 +8,9 @@ and the interpreter (kevolve.evaluate.conform):
 - max over two dependent axes (adaptive pooling) read the inner axis' extent outside the
   loop that bound it;
 - a gather fixed per output point (x[i, target[i]] under a sum over classes) was given a
-  prefetch whose guard named an unbound axis."""
+  prefetch whose guard named an unbound axis;
+- Triton's launcher printed an extent min(M, N) as tl.minimum, which exists only inside
+  @triton.jit (trace)."""
 
 from __future__ import annotations
 
@@ -19,13 +21,16 @@ from kevolve.evaluate.conform import conform
 from kevolve.ops import resolve
 
 OPS = ["floor_divide", "fmod", "remainder", "pad_reflect", "adaptive_max_pool2d",
-       "multi_margin_loss"]
+       "multi_margin_loss", "trace"]
 
 
-@pytest.mark.parametrize("backend", ["cpu", "numba", "mtia"])
+@pytest.mark.parametrize("backend", ["cpu", "numba", "mtia", "triton"])
 @pytest.mark.parametrize("name", OPS)
 def test_catalog_op_conforms(backend, name):
-    be = get(backend)
+    if (backend, name) == ("triton", "multi_margin_loss"):
+        pytest.xfail("open: a per-point gather (x[i, target[i]]) under a where() whose "
+                     "condition is a block gets a block mask on a scalar pointer")
+    be = get(backend, interpret=True) if backend == "triton" else get(backend)
     ok, why = be.available()
     if not ok:
         pytest.skip(why)
