@@ -27,10 +27,13 @@ from ._common import BadInput, Failed, console, echo, emit_json
 @click.option("--markdown", "md_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the run as Markdown (command, counts per family, failures "
                    "by stage) to this file.")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None,
+              help="Append each op's row as a JSON line to this file as soon as it is "
+                   "known (a run cut short keeps what it did).")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON document: a row per op and a summary (exit 1 if any fails).")
 def command(backend_name, selection, share_spec, seeds, no_edges, interpret, emulate,
-            compile_only, md_path, as_json) -> None:
+            compile_only, md_path, log_path, as_json) -> None:
     """Run each selected ATen catalog op on BACKEND with the default schedule, at its small
     preset and edge shapes (every dim 1, primes, 16-bit dtypes), on fresh random inputs.
     Each op's torch reference (float64) is checked against the interpreter, and the kernel
@@ -48,7 +51,14 @@ def command(backend_name, selection, share_spec, seeds, no_edges, interpret, emu
     if not names:
         raise BadInput(f"--ops {selection!r} selects no op")
 
+    import json
+
+    log = open(log_path, "a") if log_path else None  # noqa: SIM115 - closed below
+
     def progress(r):
+        if log is not None:
+            log.write(json.dumps(dict(r.to_dict(), family=aten.family_of(r.op))) + "\n")
+            log.flush()
         if not as_json and sys.stderr.isatty():
             click.echo(f"{r.op}: {r.verdict}", err=True)
 
@@ -59,6 +69,9 @@ def command(backend_name, selection, share_spec, seeds, no_edges, interpret, emu
                               on_result=progress)
     except RuntimeError as e:
         raise BadInput(str(e)) from None
+    finally:
+        if log is not None:
+            log.close()
     summ = summary(results)
     if md_path:
         cmd = "kevolve " + " ".join(sys.argv[1:]) if sys.argv[0].endswith(("kevolve", "cli.py",

@@ -59,8 +59,11 @@ def test_json_table_and_exit_codes(tmp_path):
     rows = {r["op"]: r for r in json.loads(res.stdout)["results"]}
     assert rows["my_relu"]["verdict"] == "pass"
     assert rows["not_relu"]["verdict"] == "spec" and rows["not_relu"]["reason"]
-    res = run("--ops", "aten.relu", "-b", "cpu")
-    assert res.exit_code == 0 and "1/1 passed on cpu" in res.output
+    log = tmp_path / "rows.jsonl"
+    res = run("--ops", "aten.relu,aten.neg", "-b", "cpu", "--log", str(log))
+    assert res.exit_code == 0 and "2/2 passed on cpu" in res.output
+    assert [json.loads(x)["op"] for x in log.read_text().splitlines()] == ["aten.relu",
+                                                                            "aten.neg"]
 
 
 @pytest.mark.parametrize("args", [["--ops", "nonsense"], ["--share", "3/2"],
