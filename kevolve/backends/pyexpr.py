@@ -69,6 +69,9 @@ class PyLang:
     # a ** b for a non-constant or non-integer exponent: (a, b, floating) -> code; None
     # prints the `pow` binop (Python's `**`, which C-like languages do not have)
     power: Callable[[str, str, bool], str] | None = None
+    # (offset, mask) -> an offset of the mask's shape, for a load guarded only by a where()
+    # branch (no masked axis of its own): Triton refuses a block mask on a scalar pointer
+    spread: Callable[[str, str], str] | None = None
 
 
 MAX_EXPANDED_POWER = 8  # x ** n with a constant integer |n| up to this is multiplied out
@@ -203,6 +206,9 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
             ctx.guards = guards
             # a 0-d input (a scalar) is never out of bounds: no mask, whatever the branch
             mask = mask_of(ctx, axes_in(x)) if x.index else None
+            if mask and lang.spread and ctx.guards and \
+                    not any(ctx.masks.get(n) for n in axes_in(x)):
+                off = lang.spread(off, mask)
             return lang.load(ptr(x.buffer.name), off, mask, x)
         if isinstance(x, Unary):
             if x.op == "neg":

@@ -76,9 +76,7 @@ def test_bad_input_exits_2(args):
 
 # Ops known not to conform on a backend, with the cause (kept in step with
 # benchmarks/results/2026-12-05-cpu-conform.md); a fixed op simply passes.
-KNOWN: dict[str, dict[str, str]] = {"cpu": {}, "triton": {
-    "aten.multi_margin_loss": "a block mask on a scalar pointer (a per-point gather under "
-                              "a where() over a block)"}}
+KNOWN: dict[str, dict[str, str]] = {"cpu": {}, "triton": {}}
 
 
 @pytest.mark.parametrize("flag", ["--emulate", "--compile-only"])

@@ -10,7 +10,10 @@ and the interpreter (kevolve.evaluate.conform):
 - a gather fixed per output point (x[i, target[i]] under a sum over classes) was given a
   prefetch whose guard named an unbound axis;
 - Triton's launcher printed an extent min(M, N) as tl.minimum, which exists only inside
-  @triton.jit (trace)."""
+  @triton.jit (trace);
+- Triton refused a block mask (a where() branch over a block) on a load whose pointer is
+  one per program (x[i, target[i]], v[i] under where(i == j, ...)): the offset is spread
+  to the mask's shape (multi_margin_loss, diag_embed)."""
 
 from __future__ import annotations
 
@@ -21,15 +24,12 @@ from kevolve.evaluate.conform import conform
 from kevolve.ops import resolve
 
 OPS = ["floor_divide", "fmod", "remainder", "pad_reflect", "adaptive_max_pool2d",
-       "multi_margin_loss", "trace"]
+       "multi_margin_loss", "trace", "diag_embed"]
 
 
 @pytest.mark.parametrize("backend", ["cpu", "numba", "mtia", "triton"])
 @pytest.mark.parametrize("name", OPS)
 def test_catalog_op_conforms(backend, name):
-    if (backend, name) == ("triton", "multi_margin_loss"):
-        pytest.xfail("open: a per-point gather (x[i, target[i]]) under a where() whose "
-                     "condition is a block gets a block mask on a scalar pointer")
     be = get(backend, interpret=True) if backend == "triton" else get(backend)
     ok, why = be.available()
     if not ok:

@@ -61,7 +61,8 @@ def _lang(raw: bool = False) -> PyLang:
                   cast=lambda c, t: f"tl.cast({c}, {TL[t.name]})",
                   float_const=lambda v: py_float(v, "float('inf')", "float('nan')"),
                   one_plus_erf=gelu.one_plus_erf, gauss_gate=gelu.gauss_gate,
-                  power=_power)
+                  power=_power,
+                  spread=lambda off, m: f"({off}) + tl.zeros_like(({m}).to(tl.int32))")
 
 
 def _power(a: str, b: str, floating: bool) -> str:
