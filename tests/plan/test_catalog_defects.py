@@ -13,7 +13,9 @@ and the interpreter (kevolve.evaluate.conform):
   @triton.jit (trace);
 - Triton refused a block mask (a where() branch over a block) on a load whose pointer is
   one per program (x[i, target[i]], v[i] under where(i == j, ...)): the offset is spread
-  to the mask's shape (multi_margin_loss, diag_embed)."""
+  to the mask's shape (multi_margin_loss, diag_embed);
+- numba raised ZeroDivisionError where C and torch give nan (the variance of one value:
+  var_all at every dim 1)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from kevolve.evaluate.conform import conform
 from kevolve.ops import resolve
 
 OPS = ["floor_divide", "fmod", "remainder", "pad_reflect", "adaptive_max_pool2d",
-       "multi_margin_loss", "trace", "diag_embed"]
+       "multi_margin_loss", "trace", "diag_embed", "var_all"]
 
 
 @pytest.mark.parametrize("backend", ["cpu", "numba", "mtia", "triton"])
