@@ -15,7 +15,7 @@ PYTEST := $(BIN)/python -m pytest -n auto --dist loadfile
 CHECK_TESTS := tests/ir tests/schedule tests/ops tests/cli tests/test_golden_sources.py \
 	tests/test_layers.py tests/test_docs_embedding.py
 
-.PHONY: setup hipcc chromium demo test check lint clean
+.PHONY: setup hipcc chromium demo test check lint clean conform-all
 
 $(BIN)/kevolve: pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -53,6 +53,21 @@ check: setup
 	$(BIN)/ruff check kevolve tests benchmarks examples
 	KEVOLVE_CACHE=$${KEVOLVE_CACHE:-$(CURDIR)/.kevolve/test-cache} $(PYTEST) -m "not slow" \
 	  $(CHECK_TESTS)
+
+# Every ATen catalog op on every CPU backend (the tests run a rotating share): the spec
+# against torch (interp), then default-schedule kernels on cpu, numba and Triton's
+# interpreter. One JSON per backend under .kevolve/conform/; exits 1 if any op fails.
+CONFORM_OUT := .kevolve/conform
+conform-all: setup
+	mkdir -p $(CONFORM_OUT)
+	status=0; \
+	for b in interp cpu numba triton; do \
+	  flag=$$( [ $$b = triton ] && echo --interpret ); \
+	  $(BIN)/kevolve conform --backend $$b $$flag --json > $(CONFORM_OUT)/$$b.json || status=1; \
+	  $(BIN)/python -c "import json,sys; s=json.load(open(sys.argv[1]))['summary']; \
+	    print(sys.argv[2], s['passed'], '/', s['ops'], s['failures_by_stage'])" \
+	    $(CONFORM_OUT)/$$b.json $$b; \
+	done; exit $$status
 
 lint: setup
 	$(BIN)/ruff check kevolve tests benchmarks examples

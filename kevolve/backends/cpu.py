@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import platform
 import shutil
 import threading
 
@@ -27,7 +28,12 @@ __all__ = ["CpuBackend", "CFLAGS", "LDFLAGS", "compile_c"]
 
 CPU_LANG = CLanguage()
 
-CFLAGS = ("-O3", "-march=native", "-fopenmp", "-ffast-math", "-fPIC", "-std=c11")
+# x / y stays an IEEE division, exact where the quotient is: floor(5 / 1) must be 5, not
+# floor(4.9999995) from a reciprocal estimate (floor_divide, fmod, remainder). On x86
+# -ffast-math alone makes vectorized float division rcpps + one Newton step: -mno-recip.
+_EXACT_DIV = ("-fno-reciprocal-math",) + (
+    ("-mno-recip",) if platform.machine().lower() in ("x86_64", "amd64") else ())
+CFLAGS = ("-O3", "-march=native", "-fopenmp", "-ffast-math", *_EXACT_DIV, "-fPIC", "-std=c11")
 # Linked without -ffast-math: gcc would add crtfastmath.o, which flushes subnormals to zero
 # for the whole process (numpy and the reference interpreter included) once loaded.
 LDFLAGS = ("-shared", "-fopenmp")

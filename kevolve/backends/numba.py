@@ -12,6 +12,7 @@ import threading
 from ..errors import MissingExtra
 from ..ir.interp import bind_dims
 from ..plan.walk import module_signature
+from ..schedule.errors import MoveError
 from .base import Backend, Caps, Kernel, KernelSource
 from .cstyle.languages import NumbaLanguage
 from .cstyle.scalar import ScalarEmitter
@@ -31,7 +32,9 @@ def require_numba():
 
 class NumbaBackend(Backend):
     name = "numba"
-    caps = Caps("cpu", max_tile_elems=1 << 16, bind_targets=frozenset({"grid"}))
+    # no f16: numba's nopython mode has no float16 arithmetic (its kernels fail at launch)
+    caps = Caps("cpu", dtypes=("f32", "bf16", "i32", "i64"), max_tile_elems=1 << 16,
+                bind_targets=frozenset({"grid"}))
 
     def __init__(self, threads: int | None = None):
         self.threads = threads  # accepted like every backend's; numba's own threads decide
@@ -45,6 +48,10 @@ class NumbaBackend(Backend):
 
     def render(self, plan) -> KernelSource:
         op = plan.op
+        for b in op.inputs + tuple(s.out for s in op.stages):
+            if b.dtype.name not in self.caps.dtypes:
+                raise MoveError(None, "backend.dtype", f"the numba backend has no {b.dtype} "
+                                f"(buffer {b.name!r})", "use an f32 or bf16 variant of the op")
         sig = module_signature(plan)
         dims, names = list(sig.dims), list(sig.names)
         params = ", ".join([f"p_{n}" for n in sig.every] + [f"d_{d}" for d in dims])

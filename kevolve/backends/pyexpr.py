@@ -69,6 +69,9 @@ class PyLang:
     # a ** b for a non-constant or non-integer exponent: (a, b, floating) -> code; None
     # prints the `pow` binop (Python's `**`, which C-like languages do not have)
     power: Callable[[str, str, bool], str] | None = None
+    # (offset, mask) -> an offset of the mask's shape, for a load guarded only by a where()
+    # branch (no masked axis of its own): Triton refuses a block mask on a scalar pointer
+    spread: Callable[[str, str], str] | None = None
 
 
 MAX_EXPANDED_POWER = 8  # x ** n with a constant integer |n| up to this is multiplied out
@@ -201,10 +204,18 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
             guards, ctx.guards = ctx.guards, []  # index loads (offsets) are not guarded
             off = linear_offset(x.index, x.buffer.shape, go)
             ctx.guards = guards
-            return lang.load(ptr(x.buffer.name), off, mask_of(ctx, axes_in(x)), x)
+            # a 0-d input (a scalar) is never out of bounds: no mask, whatever the branch
+            mask = mask_of(ctx, axes_in(x)) if x.index else None
+            if mask and lang.spread and ctx.guards and \
+                    not any(ctx.masks.get(n) for n in axes_in(x)):
+                off = lang.spread(off, mask)
+            return lang.load(ptr(x.buffer.name), off, mask, x)
         if isinstance(x, Unary):
             if x.op == "neg":
                 return f"(-{go(x.x)})"
+            if x.op == "abs" and not dtype_of(x.x).is_float:  # an index: no float abs
+                a = go(x.x)
+                return f"{lang.int_maximum or lang.maximum}({a}, -({a}))"
             return lang.unary[x.op](go(x.x))
         if isinstance(x, Binary):
             g = _gauss_gated(x) if lang.gauss_gate else None

@@ -100,7 +100,8 @@ def inputs_for(op: Op, host: dict[str, np.ndarray], lib: str = "numpy", device: 
     backend takes (a kernel may not share, or modify, the case's own arrays)."""
     out = {}
     for b in op.inputs:
-        a = np.ascontiguousarray(host[b.name]).astype(b.dtype.np, copy=False)
+        h = np.asarray(host[b.name])  # reshaped: a 0-d scalar input stays 0-d
+        a = np.ascontiguousarray(h).reshape(h.shape).astype(b.dtype.np, copy=False)
         if lib == "numpy":
             out[b.name] = a.copy()
         else:

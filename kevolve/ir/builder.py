@@ -40,8 +40,10 @@ from .nodes import (
 from .validate import check_name, check_names, check_stage
 
 __all__ = [
-    "dims", "param", "input", "axes", "axis", "reduce_axis", "jagged_axis", "compute", "op",
-    "sum_", "max_", "min_", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs_",
+    "dims", "param", "scalar", "input", "axes", "axis", "reduce_axis", "jagged_axis",
+    "compute", "op", "sum_", "max_", "min_", "prod_",
+    "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs_",
+    "sin", "cos", "floor", "ceil", "trunc", "round_", "log1p", "expm1",
     "maximum", "minimum", "where", "cast", "const", "eq", "ne",
     "f32", "f16", "bf16", "i32", "i64",
 ]
@@ -70,6 +72,14 @@ def param(name: str) -> Dim:
     """A scalar integer fixed per call that no input shape carries (e.g. a jagged max length)."""
     check_name("parameter", name, user_location())
     return Dim(name)
+
+
+def scalar(name: str, dtype=dt.f32) -> Load:
+    """A scalar fixed per call, of any buffer dtype (a float slope, an epsilon, a scale):
+    a 0-d input, used directly in expressions (`x[i] * alpha`) and listed in op(inputs=...)
+    like a buffer. A shape dict may give its value (`{"alpha": 0.2}`); else it is drawn
+    like any input."""
+    return Load(input(name, (), dtype), ())
 
 
 def _dtype(dtype, stage: str | None = None) -> dt.DType:
@@ -140,6 +150,11 @@ def min_(body, over) -> Reduce:
     return _reduce("min", body, over)
 
 
+def prod_(body, over) -> Reduce:
+    """The product over the axes (of nothing: 1, as torch.prod)."""
+    return _reduce("prod", body, over)
+
+
 def _u(op):
     def f(x) -> Unary:
         return Unary(op, _wrap(x))
@@ -149,6 +164,9 @@ def _u(op):
 
 exp, log, sqrt, rsqrt, tanh, sigmoid, erf, abs_ = (
     _u(o) for o in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs"))
+# round_ rounds half to even (torch.round, C rintf); trunc rounds toward zero.
+sin, cos, floor, ceil, trunc, round_, log1p, expm1 = (
+    _u(o) for o in ("sin", "cos", "floor", "ceil", "trunc", "round", "log1p", "expm1"))
 
 
 def maximum(a, b) -> Binary:
@@ -168,6 +186,10 @@ def ne(a, b) -> Binary:
 
 
 def where(cond, a, b) -> Where:
+    if isinstance(cond, bool):  # `x == y` on expressions is Python's structural equality
+        raise SpecError(f"where() got the Python bool {cond} as its condition",
+                        "compare values with eq(a, b) / ne(a, b), not == / !=",
+                        loc=user_location())
     return Where(_wrap(cond), _wrap(a), _wrap(b))
 
 
@@ -213,6 +235,9 @@ def op(name: str, inputs, outputs) -> Op:
     """Collect the stages reachable from `outputs`, in dependency order, and check them."""
     loc = user_location()
     outs = tuple(outputs)
+    # a scalar() is a 0-d input read with no index: its buffer is the input
+    inputs = [b.buffer if isinstance(b, Load) and not b.index and b.source is None else b
+              for b in inputs]
     stages: dict[str, Compute] = {}
     visiting: set[str] = set()
 

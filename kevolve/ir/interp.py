@@ -330,8 +330,8 @@ def _along(arr: np.ndarray, p: int) -> np.ndarray:
 
 def _dense_reduce(op: str, val: np.ndarray, p: int) -> np.ndarray:
     if val.shape[p] == 0:
-        return np.zeros(val.shape[:p] + val.shape[p + 1:])
-    f = {"sum": np.sum, "max": np.max, "min": np.min}[op]
+        return np.full(val.shape[:p] + val.shape[p + 1:], 1.0 if op == "prod" else 0.0)
+    f = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}[op]
     return f(val, axis=p)
 
 
@@ -339,10 +339,12 @@ def _segment_reduce(op: str, val: np.ndarray, p: int, lengths: np.ndarray) -> np
     shp = list(val.shape)
     shp[p] = lengths.size
     res = np.zeros(shp, dtype=val.dtype if val.dtype.kind != "b" else np.int64)
+    if op == "prod":
+        res[...] = 1
     nz = lengths > 0
     if nz.any():
         starts = (np.cumsum(lengths) - lengths)[nz]
-        uf = {"sum": np.add, "max": np.maximum, "min": np.minimum}[op]
+        uf = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}[op]
         part = uf.reduceat(val, starts, axis=p)
         sel = [slice(None)] * len(shp)
         sel[p] = np.nonzero(nz)[0]
@@ -362,7 +364,9 @@ _UNARY = {
     "neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh,
     "sigmoid": lambda x: 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64))),
-    "erf": _erf, "abs": np.abs, "not": np.logical_not,
+    "erf": _erf, "abs": np.abs, "not": np.logical_not, "sin": np.sin, "cos": np.cos,
+    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint,
+    "log1p": np.log1p, "expm1": np.expm1,
 }
 _BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,

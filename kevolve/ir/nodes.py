@@ -15,12 +15,13 @@ from functools import lru_cache
 from . import dtypes as dt
 from .dtypes import DType
 
-UNARY_OPS = ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs", "not")
+UNARY_OPS = ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs", "not",
+             "sin", "cos", "floor", "ceil", "trunc", "round", "log1p", "expm1")
 ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "max", "min", "pow")
 CMP_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGIC_OPS = ("and", "or")
 BINARY_OPS = ARITH_OPS + CMP_OPS + LOGIC_OPS
-REDUCE_OPS = ("sum", "max", "min")
+REDUCE_OPS = ("sum", "max", "min", "prod")
 SPATIAL, REDUCE = "spatial", "reduce"
 
 

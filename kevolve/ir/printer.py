@@ -35,6 +35,8 @@ def expr(e: Expr, prec: int = 0) -> str:
     if isinstance(e, AxisRef):
         return e.axis.name
     if isinstance(e, Load):
+        if not e.index:  # a scalar() input
+            return e.buffer.name
         return f"{e.buffer.name}[{', '.join(expr(i) for i in e.index)}]"
     if isinstance(e, Unary):
         return f"-{expr(e.x, 7)}" if e.op == "neg" else f"{e.op}({expr(e.x)})"

@@ -3,6 +3,7 @@ code a user would write), users' spec files and ops other packages install. `res
 one way every command turns what a user types into an OpDef:
 
 - a library name (`softmax`);
+- `aten.NAME`: an operator of the ATen catalog (kevolve.ops.aten, loaded on first use);
 - a spec file `path/to/spec.py[:name]` binding an Op or a `define(...)` result;
 - an op another package installs through the entry-point group `kevolve.ops` (the entry
   point names an OpDef, an Op, or a function of no arguments returning one).
@@ -74,6 +75,9 @@ def resolve(ref: str) -> OpDef:
         return _spec(path, name, mtime)
     if ref in LIBRARY:
         return replace(LIBRARY[ref], ref=ref)
+    if ref.startswith("aten."):
+        from .aten import get as catalog_op
+        return replace(catalog_op(ref), ref=ref)
     for ep in entry_points(group=GROUP):
         if ep.name == ref:
             return _as_opdef(ep.load(), ref, f"entry point {ref} = {ep.value!r}")
@@ -81,6 +85,7 @@ def resolve(ref: str) -> OpDef:
     plug = ", ".join(plugins())
     raise UnknownName(f"unknown op {ref!r}; library ops: {known}"
                       + (f"; installed ops: {plug}" if plug else "")
+                      + "; ATen catalog ops: aten.NAME (kevolve ops --family F lists them)"
                       + "; or pass a spec file as path/to/spec.py:name")
 
 

@@ -138,6 +138,8 @@ def torch_inputs(op: Op, case: Case, device="cpu", float_dtype=None) -> dict:
     out = {}
     for b in op.inputs:
         t = torch_dtype(b.dtype) if float_dtype is None or not b.dtype.is_float else float_dtype
-        out[b.name] = torch.from_numpy(np.ascontiguousarray(case.inputs[b.name])).to(
+        a = np.asarray(case.inputs[b.name])
+        # (np.ascontiguousarray would make a 0-d scalar input 1-d)
+        out[b.name] = torch.from_numpy(np.ascontiguousarray(a).reshape(a.shape)).to(
             device=device, dtype=t)
     return out

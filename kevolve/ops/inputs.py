@@ -263,6 +263,10 @@ def derive(op: Op, shape: dict, rng: np.random.Generator, analysis: Analysis):
         if b.name in out:
             continue
         shp = tuple(_eval(s, env, f"input {b.name!r}") for s in b.shape)
+        given = shape.get(b.name)
+        if not shp and isinstance(given, (int, float)) and not isinstance(given, bool):
+            out[b.name] = np.asarray(given, dtype=b.dtype.np)  # a scalar()'s value
+            continue
         if b.dtype.kind == "bool":
             out[b.name] = rng.integers(0, 2, size=shp).astype(bool)
         elif b.dtype.is_int:

@@ -56,6 +56,7 @@ def cases(d: Path) -> dict[str, list[str]]:
         "bench": ["bench", "--suite", "cpu", "--ops", "softmax", "--from-archive",
                   "--rounds", "1", "--no-compile", "--threads", "1", "--out",
                   str(d / "out"), *db],
+        "conform": ["conform", "--ops", "aten.relu,aten.sum_last", "-b", "cpu"],
     }
 
 
@@ -70,7 +71,7 @@ def test_every_command_has_a_json_case(tmp_path):
 
 ORDER = ["ops", "show", "demo", "lower", "run", "backends", "evolve", "best", "history",
          "archive info", "archive export", "archive import", "archive merge", "export",
-         "replay", "bench"]
+         "replay", "bench", "conform"]
 
 
 @pytest.mark.parametrize("name", ORDER)

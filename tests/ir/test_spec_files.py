@@ -265,3 +265,17 @@ def test_int_and_float_constants_are_distinct():
     assert dtype_of(Const(1.0)).name == "f32"
     assert dtype_of(Const(1)).name == "i64"
     assert Const(1) != Const(1.0) and len({Const(1), Const(1.0)}) == 2
+
+
+def test_where_with_a_python_bool_names_the_line(tmp_path):
+    """`x == 0.0` on expressions is structural equality (a Python bool): where() would
+    silently take one branch everywhere, so it refuses it."""
+    err, bad, path = spec_error(tmp_path, """
+        M = dims("M")
+        x = input("x", (M,), f32)
+        (i,) = axes("i", M)
+        y = compute("y", (i,), where(x[i] == 0.0, 1.0, x[i]))  # BAD
+        f = op("f", inputs=[x], outputs=[y])
+        """)
+    assert err.line == bad and err.loc == f"{path}:{bad}"
+    assert "eq(a, b)" in err.hint

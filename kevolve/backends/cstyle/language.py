@@ -101,7 +101,9 @@ class CStyleLanguage:
     code_for_op: dict[str, str] = {
         "exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "(1.0f / sqrtf({}))",
         "sigmoid": "(1.0f / (1.0f + expf(-({}))))", "erf": "erff({})", "abs": "fabsf({})",
-        "tanh": "tanhf({})", "not": "(!({}))"}
+        "tanh": "tanhf({})", "not": "(!({}))", "sin": "sinf({})", "cos": "cosf({})",
+        "floor": "floorf({})", "ceil": "ceilf({})", "trunc": "truncf({})",
+        "round": "rintf({})", "log1p": "log1pf({})", "expm1": "expm1f({})"}
     binops: dict[str, str] | None = {
         "add": "+", "sub": "-", "mul": "*", "mod": "%", "lt": "<", "le": "<=", "gt": ">",
         "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||"}
@@ -121,8 +123,10 @@ class CStyleLanguage:
     # -- statements ----------------------------------------------------------------------
     types: dict[str, str] = {"f32": "float", "i64": "int64_t", "i32": "int32_t",
                              "f64": "double", "bool": "int"}  # of declarations
-    ident = {"sum": "0.0f", "max": "(-INFINITY)", "min": "INFINITY"}  # reduction identities
-    combine = {"sum": "{a} + {b}", "max": "fmaxf({a}, {b})", "min": "fminf({a}, {b})"}
+    ident = {"sum": "0.0f", "max": "(-INFINITY)", "min": "INFINITY",
+             "prod": "1.0f"}  # reduction identities
+    combine = {"sum": "{a} + {b}", "max": "fmaxf({a}, {b})", "min": "fminf({a}, {b})",
+               "prod": "{a} * {b}"}
     min_call = "kv_min({a}, {b})"
     to_acc = "(float)({})"  # a value converted to the accumulator type
     zero = "0.0f"

@@ -31,7 +31,7 @@ class CLanguage(CStyleLanguage):
         return super().loop_pragmas(s, in_grid)
 
 
-_OMP_OP = {"sum": "+", "max": "max", "min": "min"}
+_OMP_OP = {"sum": "+", "max": "max", "min": "min", "prod": "*"}
 
 
 def _grid_chain(s: For) -> list[For]:
@@ -120,7 +120,10 @@ class NumbaLanguage(CStyleLanguage):
     code_for_op = {"exp": "math.exp({})", "log": "math.log({})", "sqrt": "math.sqrt({})",
                    "rsqrt": "(1.0 / math.sqrt({}))",
                    "sigmoid": "(1.0 / (1.0 + math.exp(-({}))))", "erf": "math.erf({})",
-                   "abs": "abs({})", "tanh": "math.tanh({})", "not": "(not ({}))"}
+                   "abs": "abs({})", "tanh": "math.tanh({})", "not": "(not ({}))",
+                   "sin": "math.sin({})", "cos": "math.cos({})", "floor": "np.floor({})",
+                   "ceil": "np.ceil({})", "trunc": "np.trunc({})", "round": "np.rint({})",
+                   "log1p": "math.log1p({})", "expm1": "math.expm1({})"}
     binops = None  # Python's own
     power = None  # Python's `**`
     intdiv = "//"
@@ -131,7 +134,8 @@ class NumbaLanguage(CStyleLanguage):
              "f16": "np.float16({})", "i32": "np.int32({})", "i64": "np.int64({})",
              "bool": "bool({})"}
     types: dict[str, str] = {}
-    ident = {"sum": "np.float32(0.0)", "max": "-np.inf", "min": "np.inf"}
+    ident = {"sum": "np.float32(0.0)", "max": "-np.inf", "min": "np.inf",
+             "prod": "np.float32(1.0)"}
     combine = {**CStyleLanguage.combine, "max": "max({a}, {b})", "min": "min({a}, {b})"}
     min_call = "min({a}, {b})"
     to_acc = "{}"

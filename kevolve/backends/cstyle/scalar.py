@@ -268,7 +268,7 @@ class ScalarEmitter(KernelWalk):
             tgt = f"{acc}[{idx}]"
             v = self.ex(r.body, rctx)
             inner.append(Assign(tgt, lang.combine[r.op].format(a=tgt, b=lang.to_acc.format(v))))
-            if r.op != "sum":
+            if r.op not in ("sum", "prod"):
                 # a nest of its own after the reduce loops: the spatial extents bound
                 # inside those loops are out of scope here, so it binds them again
                 fctx = rctx.child()
@@ -294,7 +294,11 @@ class ScalarEmitter(KernelWalk):
         dist_of = dict(st.prefetch)
         a = m.axis
         for ld in [n for n in walk(r.body) if isinstance(n, Load) and n.buffer.name in dist_of
-                   and any(isinstance(x, Load) for e in n.index for x in walk(e))]:
+                   and any(isinstance(x, Load) for e in n.index for x in walk(e))
+                   # rows the reduction walks through: a gather fixed per output point
+                   # (x[i, target[i]] inside a sum over c) has nothing ahead to fetch
+                   and any(isinstance(x, AxisRef) and x.axis.name == a.name
+                           for e in n.index for x in walk(e))]:
             dist = dist_of[ld.buffer.name]
             tiles = [sm for sm in st.spatial if self.block_of(sm) is not None]
             width = max((self.block_of(sm).size for sm in tiles), default=1)
@@ -318,9 +322,17 @@ class ScalarEmitter(KernelWalk):
 
     def empty_fix(self, r: Reduce, ctx: Ctx, out: list, target: str) -> None:
         """max/min of an empty segment is 0 (FBGEMM), not the identity."""
-        if r.op == "sum" or all(isinstance(a.extent, (Const, Dim)) for a in r.axes):
+        if r.op in ("sum", "prod") or all(isinstance(a.extent, (Const, Dim)) for a in r.axes):
             return
-        ext = " * ".join(f"({ctx.axes['__ext_' + a.name]})" for a in r.axes)
+        # The outermost axis' extent is bound in this scope; an inner one's was bound inside
+        # the outer loop, so it is computed again here (an extent that varies with an outer
+        # reduce axis cannot make the whole reduction empty on its own: left out).
+        inner = {a.name for a in r.axes}
+        parts = [ctx.axes[f"__ext_{r.axes[0].name}"]]
+        for a in r.axes[1:]:
+            if not any(isinstance(n, AxisRef) and n.axis.name in inner for n in walk(a.extent)):
+                parts.append(self.ex(a.extent, ctx))
+        ext = " * ".join(f"({e})" for e in parts)
         out.append(Assign(target, self.lang.expr.where(f"{ext} > 0", target, self.lang.zero)))
 
     def online(self, st: Step, r: Reduce, ctx: Ctx, out: list, size, idx, acc) -> str:

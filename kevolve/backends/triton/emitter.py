@@ -5,6 +5,8 @@ reductions become `tl.sum/max/min(..., keep_dims=True)` over a block, contractio
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...ir import dtypes as dt
 from ...ir.interp import InterpError, eval_int
 from ...ir.nodes import (
@@ -28,8 +30,9 @@ from . import bulk, gelu
 TL = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16", "i32": "tl.int32",
       "i64": "tl.int64", "f64": "tl.float64", "bool": "tl.int1"}
 TORCH = {k: f"torch.{dt.TORCH_NAMES[k]}" for k in dt.BUFFER_DTYPES}  # as generated code spells them
-IDENT = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')"}
-COMBINE = {"sum": "{a} + {b}", "max": "tl.maximum({a}, {b})", "min": "tl.minimum({a}, {b})"}
+IDENT = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0"}
+COMBINE = {"sum": "{a} + {b}", "max": "tl.maximum({a}, {b})", "min": "tl.minimum({a}, {b})",
+           "prod": "{a} * {b}"}
 
 
 def _load(raw: bool):
@@ -45,14 +48,21 @@ def _load(raw: bool):
 def _lang(raw: bool = False) -> PyLang:
     u = {"exp": "tl.exp({})", "log": "tl.log({})", "sqrt": "tl.sqrt({})",
          "rsqrt": "tl.rsqrt({})", "sigmoid": "tl.sigmoid({})", "erf": "tl.erf({})",
-         "abs": "tl.abs({})", "tanh": "(2.0 * tl.sigmoid(2.0 * ({})) - 1.0)", "not": "(~{})"}
+         "abs": "tl.abs({})", "tanh": "(2.0 * tl.sigmoid(2.0 * ({})) - 1.0)", "not": "(~{})",
+         "sin": "tl.sin({})", "cos": "tl.cos({})", "floor": "tl.floor({})",
+         "ceil": "tl.ceil({})", "trunc": "tl.where(({0}) < 0, tl.ceil({0}), tl.floor({0}))",
+         # half to even: floor(x + 1/2), less one where x was a tie and that is odd
+         "round": "(tl.floor(({0}) + 0.5) - ((tl.floor(({0}) + 0.5) - ({0}) == 0.5)"
+                  " & (tl.floor(({0}) + 0.5) % 2.0 != 0.0)).to(tl.float32))",
+         "log1p": "tl.log(1.0 + ({}))", "expm1": "(tl.exp({}) - 1.0)"}
     return PyLang(unary={k: v.format for k, v in u.items()}, maximum="tl.maximum",
                   minimum="tl.minimum", where=lambda c, a, b: f"tl.where({c}, {a}, {b})",
                   load=_load(raw),
                   cast=lambda c, t: f"tl.cast({c}, {TL[t.name]})",
                   float_const=lambda v: py_float(v, "float('inf')", "float('nan')"),
                   one_plus_erf=gelu.one_plus_erf, gauss_gate=gelu.gauss_gate,
-                  power=_power)
+                  power=_power,
+                  spread=lambda off, m: f"({off}) + tl.zeros_like(({m}).to(tl.int32))")
 
 
 def _power(a: str, b: str, floating: bool) -> str:
@@ -65,6 +75,9 @@ def _power(a: str, b: str, floating: bool) -> str:
 
 
 LANG, RAW = _lang(), _lang(raw=True)
+# The launcher's host Python (grids, guards, sizes): builtins, not tl.*, which exists only
+# inside @triton.jit functions.
+HOST = replace(LANG, maximum="max", minimum="min", int_maximum="max", int_minimum="min")
 
 
 def buffers(op: Op, plan: Plan) -> list[str]:
@@ -326,10 +339,12 @@ class KernelWriter:
         v, rctx, depth = self._reduce_input(st, r, ctx, r.body, IDENT[r.op], "v")
         red = v
         for pos in self._block_positions(st, r):
-            red = f"tl.{r.op}({red}, axis={pos}, keep_dims=True)"
+            red = (f"tl.reduce({red}, {pos}, _kv_mul, keep_dims=True)" if r.op == "prod"
+                   else f"tl.{r.op}({red}, axis={pos}, keep_dims=True)")
         self.w(f"{acc} = {COMBINE[r.op].format(a=acc, b=red)}")
         self.ind -= depth
-        if r.op != "sum" and any(not isinstance(a.extent, (Const, Dim)) for a in r.axes):
+        if r.op not in ("sum", "prod") and any(not isinstance(a.extent, (Const, Dim))
+                                               for a in r.axes):
             ext = " * ".join(f"({rctx.axes['__ext_' + a.name]})" for a in r.axes)
             self.w(f"{acc} = tl.where({ext} > 0, {acc}, 0.0)")
         return acc
@@ -566,7 +581,7 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
         descs = writer.descriptors
         descriptors = descriptors or bool(descs)
         bulk_guards += [g for g in writer.bulk_guards if g not in bulk_guards]
-        total = " * ".join(f"({emit(grid_count(k, lp), ctx, LANG, ptr)})" for lp in k.grid) \
+        total = " * ".join(f"({emit(grid_count(k, lp), ctx, HOST, ptr)})" for lp in k.grid) \
             or "1"
         # A constexpr dim is compiled in: index arithmetic folds and trip counts are known;
         # Triton's JIT compiles one kernel per value, so other shapes stay correct.
@@ -586,21 +601,22 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
     guards = []
     for k in plan.kernels:
         for cond, msg in k.guards:
-            guards.append({"cond": emit(cond, ctx, LANG, ptr), "msg": msg})
+            guards.append({"cond": emit(cond, ctx, HOST, ptr), "msg": msg})
     guards += [{"cond": cond, "msg": msg} for cond, msg in bulk_guards]
     if not wide:
         for name, shape in _buffer_shapes(op, plan).items():
-            n = " * ".join(f"({emit(e, ctx, LANG, ptr)})" for e in shape) or "1"
+            n = " * ".join(f"({emit(e, ctx, HOST, ptr)})" for e in shape) or "1"
             guards.append({"cond": f"{n} < {NARROW_LIMIT}",
                            "msg": f"{name}: under {NARROW_LIMIT} elements (32-bit offsets)"})
     scratch = []
     for name in plan.scratch:
         b = op.stage(name).out
-        shape = ", ".join(emit(s, ctx, LANG, ptr) for s in b.shape)
+        shape = ", ".join(emit(s, ctx, HOST, ptr) for s in b.shape)
         scratch.append({"name": name, "shape": f"({shape},)" if shape else "()",
                         "dtype": TORCH[b.dtype.name]})
     half = all(op.stage(n).out.dtype in (dt.bf16, dt.f16) for n in op.outputs)
     return {"kernels": kernels, "dims": dims, "guards": guards, "scratch": scratch,
             **gelu.helpers([k["body"] for k in kernels], libdevice, half),
-            "descriptors": descriptors}
+            "descriptors": descriptors,
+            "mul": any("_kv_mul" in k["body"] for k in kernels)}  # a product reduction
 

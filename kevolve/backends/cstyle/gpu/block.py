@@ -253,7 +253,7 @@ class GpuEmitter(ScalarEmitter):
 
     def fix_empty(self, st: Step, r: Reduce, ctx: Ctx, body: list, target: str) -> None:
         """max/min of an empty segment is 0: bind the reduce extents here, then fix."""
-        if r.op == "sum":
+        if r.op in ("sum", "prod"):
             return
         for m in st.reduce:
             if m.axis in r.axes:
