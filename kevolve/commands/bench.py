@@ -29,8 +29,10 @@ def _line(row: dict) -> str:
 
 
 @click.command("bench", short_help="Benchmark a suite beside torch eager and torch.compile.")
-@click.option("--suite", type=click.Choice(["ranking", "cpu"]), default="ranking",
-              show_default=True)
+@click.option("--suite", type=click.Choice(["ranking", "cpu", "search"]), default="ranking",
+              show_default=True, help="search: how fast each --proposers search comes "
+              "within 5% of the best known on the cpu suite's ops, over --seeds seeds "
+              "(no torch timings).")
 @click.option("--backend", "-b", "backend_name", default=None,
               help="Default: triton for ranking, cpu for cpu.")
 @click.option("--budget", type=int, default=64, show_default=True,
@@ -58,11 +60,19 @@ def _line(row: dict) -> str:
 @click.option("--no-compile", is_flag=True, help="Skip torch.compile.")
 @click.option("--report-from", type=click.Path(exists=True, dir_okay=False),
               help="Only write report.html from an existing results.json.")
+@click.option("--proposers", default="heuristic", show_default=True,
+              help="--suite search: comma-separated proposers to compare.")
+@click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True,
+              help="--suite search: seeds per op and proposer.")
+@click.option("--no-dedup", is_flag=True, help="--suite search: charge candidates whose "
+              "generated code was measured already to the budget (what searches did before "
+              "dedup), to measure what dedup saves.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the results (results.json's content) on stdout; no progress. Exit 1 "
               "when a kevolve kernel failed.")
 def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db, op_dbs,
-            workers, threads, ops, also, no_compile, report_from, as_json) -> None:
+            workers, threads, ops, also, no_compile, report_from, proposers, seeds, no_dedup,
+            as_json) -> None:
     import os
 
     from ..bench import report
@@ -77,6 +87,10 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
             emit_json({"report": str(rh.resolve())})
         else:
             echo(f"wrote {rh}")
+        return
+    if suite == "search":
+        _search(backend_name or "cpu", budget, ops, proposers, seeds, not no_dedup,
+                threads if threads is not None else 1, out_dir, as_json)
         return
     from ..bench.runner import run_suite
     from ..bench.suites import BACKEND, SUITES
@@ -152,6 +166,36 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
     echo(f"geomean x compile {report.ratio(res.get('geomean_speedup_compile'))}, x eager "
          f"{report.ratio(res.get('geomean_speedup_eager'))}; wrote {rj} and {rh}")
     _exit_on_failure(failed, rj)
+
+
+def _search(backend_name, budget, ops, proposers, seeds, dedup, threads, out_dir,
+            as_json) -> None:
+    """`--suite search`: kevolve.bench.search_quality over the cpu suite's ops."""
+    import shlex
+    import sys
+
+    from ..bench import search_quality
+    from ..bench.suites import SUITES
+    from ..ops import resolve
+
+    names = tuple(o for o in ops.split(",") if o) or SUITES["cpu"]
+    for o in names:
+        resolve(o)
+    props = tuple(p for p in proposers.split(",") if p)
+
+    def on_run(r):
+        if not as_json:
+            click.echo(f"{r['op']} {r['proposer']} seed {r['seed']}: best "
+                       f"{r['best_ms']} ms, {r['evaluated']} evaluated, {r['reused']} "
+                       f"duplicates, {r['seconds']} s", err=True)
+    cmd = "kevolve " + shlex.join(sys.argv[1:])
+    res = search_quality.run(names, props, seeds, budget, backend_name, threads, dedup,
+                             out_dir=out_dir, command=cmd, on_run=on_run)
+    if as_json:
+        emit_json(res)
+        return
+    echo(search_quality.markdown(res))
+    echo(f"wrote {out_dir}/results.json, report.md and curves.png")
 
 
 def _exit_on_failure(failed: list[str], results) -> None:

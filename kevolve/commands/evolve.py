@@ -20,11 +20,26 @@ from .archive import db_option
 @click.option("--budget", type=int, default=64, show_default=True,
               help="Candidates to evaluate (with --resume: in total).")
 @click.option("--minutes", type=float, default=None, help="Wall-time budget.")
-@click.option("--proposer", type=click.Choice(["heuristic", "claude", "replay"]),
-              default="heuristic", show_default=True)
+@click.option("--proposer", type=click.Choice(["heuristic", "llm", "claude", "replay"]),
+              default="heuristic", show_default=True,
+              help="llm: any model through --transport; claude: llm over anthropic.")
 @click.option("--traces", type=click.Path(exists=True, dir_okay=False),
               help="Trace file for --proposer replay.")
-@click.option("--model", default=None, help="Model for --proposer claude.")
+@click.option("--transport", type=click.Choice(["anthropic", "openai", "command"]),
+              default="anthropic", show_default=True,
+              help="How --proposer llm reaches its model: the anthropic SDK, an "
+              "OpenAI-compatible chat-completions server (--base-url or "
+              "$KEVOLVE_OPENAI_BASE_URL, key $OPENAI_API_KEY), or a program (--command) "
+              "reading the prompt as JSON on stdin and answering moves on stdout.")
+@click.option("--model", default=None, help="Model for --proposer llm/claude "
+              "(openai: or $KEVOLVE_OPENAI_MODEL).")
+@click.option("--base-url", default=None, help="--transport openai: the server's base URL "
+              "(e.g. http://localhost:8000/v1).")
+@click.option("--command", "agent_command", default=None, metavar="'PROGRAM ARGS'",
+              help="--transport command: the program (or $KEVOLVE_PROPOSER_COMMAND).")
+@click.option("--temperature", type=float, default=1.0, show_default=True,
+              help="Sampling temperature for --proposer llm/claude (recorded with each "
+              "prompt, with the seed sent).")
 @click.option("--workers", type=int, default=1, show_default=True)
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
               show_default=True)
@@ -49,7 +64,8 @@ from .archive import db_option
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object on stdout (the summary); no progress bar. Exit 1 when no "
               "schedule passed.")
-def command(op_ref, backend_name, budget, minutes, proposer, traces, model, workers,
+def command(op_ref, backend_name, budget, minutes, proposer, traces, transport, model,
+            base_url, agent_command, temperature, workers,
             executor, address, db, resume, seed, shape_args, threads, timeout, mem_limit,
             roofline_slack, refresh, interpret, as_json) -> None:
     from rich.progress import TextColumn
@@ -73,8 +89,18 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
         if not traces:
             raise click.UsageError("--proposer replay needs --traces FILE")
         popts["path"] = traces
-    if proposer == "claude" and model:
-        popts["model"] = model
+    if proposer in ("claude", "llm"):
+        popts["temperature"] = temperature
+        if model:
+            popts["model"] = model
+    if proposer == "llm":
+        popts["transport"] = transport
+        if base_url:
+            popts["base_url"] = base_url
+        if agent_command:
+            popts["command"] = agent_command
+        from ..search.proposers import make as make_proposer
+        make_proposer("llm", **popts)  # settings missing: exit 2 now, before any work
     cfg = SearchConfig(op_ref, backend_name, budget=budget, minutes=minutes,
                        proposer=proposer, proposer_options=popts, workers=workers,
                        executor=executor, address=address, db=db,
@@ -99,8 +125,8 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
         elif kind == "pairing" and task is not None:
             prog.update(task, status=f"timing candidate {data['candidate']} beside torch eager")
         elif kind in ("result", "reused") and task is not None:
-            prog.advance(task)  # a reused result (identical code) uses up budget too
-            if kind == "result":
+            if kind == "result":  # (a reused result, identical code, uses no budget)
+                prog.advance(task)
                 b, base = data["best"], data["baseline_ms"]
                 best = b.result.time_ms if b else None
                 fails = ", ".join(f"{k} {v}" for k, v in sorted(data["failures"].items()))
@@ -148,9 +174,10 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
     elif summ.compile_ms is None and summ.compile_error:
         echo(f"torch.compile not timed: {summ.compile_error}")
     if summ.stalled:
-        echo(f"stopped at {summ.evaluated + summ.reused} of {budget}: the proposer had nothing "
-             f"new for {STALL_ROUNDS} rounds in a row; --resume with another --seed, or "
-             "another --proposer, goes on")
+        why = ", ".join(f"{k} {v}" for k, v in summ.refused.most_common(6))
+        echo(f"stopped at {summ.evaluated} of {budget}: the proposer had nothing new for "
+             f"{STALL_ROUNDS} rounds in a row" + (f" (refused: {why})" if why else "") +
+             "; --resume with another --seed, or another --proposer, goes on")
     if summ.best is not None:
         echo("best schedule:")
         echo(json.dumps(json.loads(summ.best.trace_json), indent=1))

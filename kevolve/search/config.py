@@ -39,6 +39,9 @@ class SearchConfig:
     # reuses cache-resident inputs).
     roofline_slack: float = 0.9
     roofline_min_bytes: int | None = None
+    # Identical generated code (another candidate's, measured or in this batch) reuses that
+    # result and uses no budget; False: it uses budget (for measuring what dedup saves).
+    dedup: bool = True
 
 
 STALL_ROUNDS = 4  # rounds in a row without a proposal that end a search short of its budget
@@ -54,6 +57,7 @@ class Summary:
     failures: Counter = field(default_factory=Counter)
     reused: int = 0  # identical generated code: result reused, not re-run
     skipped: Counter = field(default_factory=Counter)  # proposals over the device's limits
+    refused: Counter = field(default_factory=Counter)  # every proposal refused, by reason
     remeasured: int = 0  # stale results measured again (not counted in evaluated)
     remeasure_failed: int = 0  # of those, the ones that no longer pass
     best: Scored | None = None
@@ -95,7 +99,8 @@ class Summary:
         return {"op": self.op, "backend": self.backend, "hardware": self.hardware,
                 "evaluated": self.evaluated, "failed": self.failed,
                 "failures": dict(self.failures), "reused": self.reused,
-                "skipped": dict(self.skipped), "remeasured": self.remeasured,
+                "skipped": dict(self.skipped), "refused": dict(self.refused),
+                "remeasured": self.remeasured,
                 "remeasure_failed": self.remeasure_failed,
                 "best_time_ms": b.result.time_ms if b else None,
                 "baseline_ms": self.baseline_ms, "paired_ms": self.paired_ms,
