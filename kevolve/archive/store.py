@@ -386,6 +386,13 @@ class Store:
                 break
         return out
 
+    @guarded
+    def scored_by_name(self, op_name: str, backend: str | None,
+                       hardware: str | None = None) -> list[Scored]:
+        """Every evaluated candidate of the op (by name) with its latest result, oldest
+        first."""
+        return [scored_of(r) for r in self._latest(*self._where(op_name, backend, hardware))]
+
     def best(self, op_name: str, backend: str | None,
              hardware: str | None = None) -> Scored | None:
         """The fastest ok candidate of the op on the backend (any hardware if None)."""

@@ -48,8 +48,11 @@ def run_one(op: str, proposer: str, seed: int, budget: int, backend: str, db: st
             shape: dict | None) -> dict:
     from ..search import SearchConfig, evolve
 
+    opts = dict(proposer_options)
+    if not dedup and proposer == "heuristic":  # as it proposed before: no source dedup
+        opts.setdefault("dedup_source", False)
     cfg = SearchConfig(op, backend, budget=budget, proposer=proposer,
-                       proposer_options=dict(proposer_options), db=db, seed=seed,
+                       proposer_options=opts, db=db, seed=seed,
                        shape="cpu", shape_overrides=dict(shape or {}), threads=threads,
                        repeat=repeat, dedup=dedup, refresh=0)
     t0 = time.time()

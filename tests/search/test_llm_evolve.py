@@ -75,3 +75,19 @@ def test_llm_without_its_settings_exits_2(tmp_path, monkeypatch):
                                     "--db", str(tmp_path / "a.db"), "--proposer", "llm",
                                     "--transport", "openai"])
     assert run.exit_code == 2 and "KEVOLVE_OPENAI_MODEL" in run.output
+
+
+def test_show_prompt_preview_gives_the_prompt_and_its_size(tmp_path):
+    run = CliRunner().invoke(main, ["show-prompt", "--preview", "softmax", "-b", "cpu",
+                                    "--db", str(tmp_path / "none.db"), "--json"])
+    assert run.exit_code == 0, run.output
+    doc = json.loads(run.stdout)
+    assert "- split(stage:name" in doc["system"] and "# Operator softmax" in doc["user"]
+    assert "static void k_y" in doc["user"]  # the default's kernel, from its first line
+    s = doc["sizes"]
+    assert s["total_chars"] == s["system_chars"] + s["user_chars"] + s["tool_chars"]
+    assert s["tool_share"] < 0.15 and s["approx_tokens"] == (s["total_chars"] + 3) // 4
+    bad = CliRunner().invoke(main, ["show-prompt", "--preview", "softmax", "--shape", "huge",
+                                    "--db", str(tmp_path / "none.db")])
+    assert bad.exit_code == 2 and "presets" in bad.output
+    assert CliRunner().invoke(main, ["show-prompt"]).exit_code == 2

@@ -51,11 +51,14 @@ def _ctx() -> ProposalContext:
         "decisions": {}}), Result("legality", message="extent must be a multiple of 64",
                                   diagnostics={"error": {"move_index": 5, "code":
                                                          "semantics.tail"}}), candidate_id=2)
+    second = Scored(json.dumps({"version": 1, "op": "softmax", "moves": BASE + [
+        {"m": "reduction", "stage": "s", "strategy": "online"}], "decisions": {}}),
+        Result("ok", time_ms=0.07), candidate_id=3)
     return ProposalContext("softmax", op_text(SOFTMAX.op), "cpu",
                            asdict(get_backend("cpu").caps), DEFAULT.to_json(), (parent,),
                            parent, 2, 7, DIMS, False,
                            {"copy_bytes_per_s": 1e10, "matmul_flops": 1e11,
-                            "copy_threads": 2}, failures=(failed,), top=(parent,),
+                            "copy_threads": 2}, failures=(failed,), top=(parent, second),
                            hardware="test-cpu")
 
 
@@ -242,7 +245,8 @@ def test_prompt_carries_the_evidence_compactly():
     assert '"hardware":"test-cpu"' in user and "measured with 2 thread(s)" in user
     assert '"pct_of_roofline"' in user  # time against the binding ceiling
     assert "Recent failures" in user and '"code":"semantics.tail"' in user
-    assert "Fastest schedules" in user and "void kernel" in user
+    assert "Fastest schedules" in user and '"candidate":3' in user and "void kernel" in user
+    assert "# Default schedule" not in user  # the best is the default: said once
     assert len(json.dumps(tool_definition(2))) < 1000  # the grammar is not in the schema
 
 

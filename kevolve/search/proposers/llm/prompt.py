@@ -10,6 +10,7 @@ fastest few so far and the best schedules of similar ops."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, is_dataclass
 
 from ....archive.records import Scored
@@ -209,9 +210,13 @@ def build_prompt(ctx: ProposalContext, n: int, notes: str = "", by_tool: bool = 
         parts.append("# Per-program limits of this device (a trace whose estimated shared "
                      "memory or accumulator registers exceed them is rejected)\n"
                      + _dumps(ctx.limits))
-    parts.append("# Default schedule\n" + _dumps(_trace_body(ctx.default_trace_json)))
+    best_is_default = ctx.best is not None and \
+        _trace_body(ctx.best.trace_json) == _trace_body(ctx.default_trace_json)
+    if not best_is_default:
+        parts.append("# Default schedule\n" + _dumps(_trace_body(ctx.default_trace_json)))
     if ctx.best is not None:
-        parts.append("# Best so far\n" + _dumps(_scored(ctx.best, ceil)))
+        parts.append("# Best so far" + (" (the default schedule)" if best_is_default else "")
+                     + "\n" + _dumps(_scored(ctx.best, ceil)))
     if code:
         parts.append("# Source the best schedule lowers to (excerpt)\n" + code)
     others = [p for p in ctx.parents if ctx.best is None
@@ -222,12 +227,14 @@ def build_prompt(ctx: ProposalContext, n: int, notes: str = "", by_tool: bool = 
     if ctx.failures:
         parts.append("# Recent failures (with their structured errors)\n" +
                      "\n".join(_dumps(_scored(p, ceil)) for p in ctx.failures))
-    if ctx.top:
+    best_id = ctx.best.candidate_id if ctx.best is not None else None
+    top = [s for s in ctx.top if s.candidate_id != best_id]
+    if top:
         parts.append("# Fastest schedules of this op so far\n" +
                      "\n".join(_dumps({"candidate": s.candidate_id,
                                         **_trace_body(s.trace_json),
                                         "time_ms": _num(s.result.time_ms)})
-                                for s in ctx.top))
+                                for s in top))
     if ctx.similar:
         parts.append("# Best schedules of similar operators in the archive (their stage "
                      "and axis names are theirs: adapt them to this IR)\n" +
@@ -235,6 +242,9 @@ def build_prompt(ctx: ProposalContext, n: int, notes: str = "", by_tool: bool = 
     parts.append(f"# Task\n{ctx.history_size} candidates evaluated so far. Give {n} new, "
                  "distinct trace(s).")
     return system, "\n\n".join(parts)
+
+
+KERNEL_DEF = re.compile(r"\b(def|void)\s+k_\w+\s*\(")  # kevolve names its kernels k_<stage>
 
 
 def code_excerpt(op, trace_json: str, dims: dict, backend, max_lines: int = 80,
@@ -247,7 +257,43 @@ def code_excerpt(op, trace_json: str, dims: dict, backend, max_lines: int = 80,
     except Exception:  # the excerpt is evidence, never a reason to fail a proposal
         return ""
     lines = [ln for ln in text.splitlines() if ln.strip()]
+    # from the first kernel on: includes and helpers are the same for every candidate
+    start = next((i for i, ln in enumerate(lines) if KERNEL_DEF.search(ln)), 0)
+    if start and lines[start - 1].lstrip().startswith(("@", "__global__", "template")):
+        start -= 1
+    lines = lines[start:]
     out = "\n".join(lines[:max_lines])[:max_chars]
     if len(lines) > max_lines or len(out) < len("\n".join(lines)):
         out += "\n... (cut)"
     return out
+
+
+def preview(opdef, backend, preset: str, scored: list, ceilings: dict, hardware: str = "",
+            n: int = 4, by_tool: bool = True) -> dict:
+    """The prompt a model would see for `opdef` on `backend` now, from archived results
+    (`scored`: Scored of this op on the backend, oldest first; may be empty): system, user,
+    tool, and their sizes in characters and approximate tokens (4 characters a token)."""
+    from dataclasses import asdict as _asdict
+
+    from ....ir.printer import op_text
+    from ....schedule import default_trace
+    from ..base import ProposalContext
+    dims = opdef.dims(preset)
+    op = opdef.op_for(opdef.shape(preset))
+    default = default_trace(op, dims).to_json()
+    ok = sorted((s for s in scored if s.result.ok and s.result.time_ms),
+                key=lambda s: s.result.time_ms)
+    failed = [s for s in scored if not s.result.ok][-3:]
+    best = ok[0] if ok else None
+    ctx = ProposalContext(opdef.ref, op_text(op), backend.name, _asdict(backend.caps),
+                          default, tuple(ok[:1]), best, len(scored), 0, dims,
+                          backend.target.on_device, ceilings, failures=tuple(failed),
+                          top=tuple(ok[:3]), hardware=hardware)
+    code = code_excerpt(op, (best.trace_json if best else default), dims, backend)
+    system, user = build_prompt(ctx, n, backend.notes(), by_tool=by_tool, code=code)
+    tool = json.dumps(tool_definition(n)) if by_tool else ""
+    sizes = {"system_chars": len(system), "user_chars": len(user), "tool_chars": len(tool)}
+    total = sum(sizes.values())
+    sizes.update(total_chars=total, approx_tokens=(total + 3) // 4,
+                 tool_share=round(len(tool) / total, 3) if total else 0.0)
+    return {"system": system, "user": user, "tool": tool, "sizes": sizes}

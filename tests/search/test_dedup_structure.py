@@ -1,0 +1,138 @@
+"""No wasted candidates: identical generated code (measured before, or in the same batch)
+is answered without a run and uses no budget; the heuristic proposes no trace whose source
+equals one it proposed; structural mutations (inline, compute_at, reduction strategy) and
+their repairs give legal traces; refusals are counted by reason; the search-quality bench
+summarizes what it ran."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict
+
+from kevolve.archive.records import Scored
+from kevolve.backends.registry import get as get_backend
+from kevolve.bench import search_quality as sq
+from kevolve.evaluate.job import Result
+from kevolve.ir.printer import op_text
+from kevolve.ops import LIBRARY
+from kevolve.plan import lower
+from kevolve.schedule import Trace, apply_trace, default_trace
+from kevolve.search import SearchConfig, evolve
+from kevolve.search.proposers import mutations as mu
+from kevolve.search.proposers.base import ProposalContext
+from kevolve.search.proposers.heuristic import HeuristicProposer
+
+SOFTMAX = LIBRARY["softmax"]
+SMALL = SOFTMAX.dims("small")
+DEFAULT = default_trace(SOFTMAX.op, SMALL)
+BASE = json.loads(DEFAULT.to_json())["moves"]
+SPLIT = {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]}
+ONLINE = {"m": "reduction", "stage": "s", "strategy": "online"}
+TRACES = [
+    {"op": "softmax", "moves": BASE + [SPLIT]},
+    {"op": "softmax", "moves": [SPLIT] + BASE},  # the same code: moves that commute
+    {"op": "softmax", "moves": BASE + [ONLINE]},
+    {"op": "softmax", "moves": [ONLINE] + BASE},  # the same code again
+    {"op": "softmax", "moves": BASE + [SPLIT, ONLINE]},
+]
+
+
+def _cfg(tmp_path, name, **kw) -> SearchConfig:
+    path = tmp_path / "traces.json"
+    path.write_text(json.dumps(TRACES))
+    base = dict(op="softmax", backend="cpu", budget=4, shape="small",
+                db=str(tmp_path / f"{name}.db"), threads=1, repeat=3, timeout_s=600,
+                proposer="replay", proposer_options={"path": str(path)}, workers=2)
+    base.update(kw)
+    return SearchConfig(**base)
+
+
+def test_identical_code_uses_no_budget(tmp_path):
+    s = evolve(_cfg(tmp_path, "on"))
+    # default, split, online, split+online evaluated; the two copies reused (one of them
+    # a twin in the same batch, answered from its result)
+    assert s.evaluated == 4 and s.reused == 2, s.to_json()
+    assert [n for n, _ in s.best_so_far] == [1, 2, 3, 4]
+
+
+def test_without_dedup_copies_use_budget(tmp_path):
+    # one at a time: default, split, its copy (reused, charged), online: budget spent
+    s = evolve(_cfg(tmp_path, "off", dedup=False, workers=1))
+    assert (s.evaluated, s.reused) == (3, 1), s.to_json()
+    assert [n for n, _ in s.best_so_far] == [1, 2, 4]
+
+
+def _ctx(op=SOFTMAX, dims=SMALL) -> ProposalContext:
+    t = default_trace(op.op, dims)
+    parent = Scored(t.to_json(), Result("ok", time_ms=1.0), candidate_id=1)
+    return ProposalContext(op.name, op_text(op.op), "cpu", asdict(get_backend("cpu").caps),
+                           t.to_json(), (parent,), parent, 1, 0, dims)
+
+
+def test_heuristic_never_proposes_the_same_source_twice():
+    be = get_backend("cpu")
+    h = HeuristicProposer(seed=3)
+    ctx = _ctx()
+    seen = {be.render(lower(apply_trace(SOFTMAX.op, DEFAULT), SMALL)).hash}
+    props = [p for _ in range(4) for p in h.propose(ctx, 6)]
+    assert len(props) >= 6
+    for p in props:
+        h_src = be.render(lower(apply_trace(SOFTMAX.op, Trace.from_json(p.trace_json)),
+                                SMALL)).hash
+        assert h_src not in seen, p.note
+        seen.add(h_src)
+    # what it refused is counted by reason, not hidden
+    assert h.skipped and all(isinstance(k, str) and v > 0 for k, v in h.skipped.items())
+    off = HeuristicProposer(seed=3, dedup_source=False)
+    assert "duplicate.source" not in off.skipped
+
+
+def test_structural_mutations_give_legal_traces_or_are_repaired():
+    op = SOFTMAX.op
+    legal = {"inline": 0, "compute_at": 0, "strategy": 0}
+    for seed in range(16):
+        rng = random.Random(seed)
+        for kind, fn in (("inline", mu.toggle_inline), ("compute_at", mu.toggle_compute_at),
+                         ("strategy", mu.reduction_strategy)):
+            child = fn(DEFAULT, rng, op)
+            assert child is not None and child != DEFAULT
+            for cand in [child] + [t for _, t in mu.repairs(child, op)]:
+                try:
+                    lower(apply_trace(op, cand), SMALL)
+                except Exception:
+                    continue
+                legal[kind] += 1
+                break
+    assert all(v > 0 for v in legal.values()), legal
+    # un-inlining softmax's exp makes it a kernel of its own with its max computed inside
+    t = mu.toggle_inline(DEFAULT, random.Random(0), op)
+    moves = json.loads(t.to_json())["moves"]
+    assert {"m": "bind", "stage": "e", "axis": "i", "to": "grid"} in moves
+    assert {"m": "compute_at", "stage": "mx", "at": ["e", "i"]} in moves
+    lower(apply_trace(op, t), SMALL)
+    # a looped reduction without a tile is repaired by tiling it
+    looped = mu.rebuild(DEFAULT, BASE + [{"m": "reduction", "stage": "s",
+                                          "strategy": "looped"}])
+    fixes = dict(mu.repairs(looped, op))
+    assert "tile:s" in fixes
+    lower(apply_trace(op, fixes["tile:s"]), SMALL)
+
+
+def test_search_quality_summary_counts_candidates_to_5pct():
+    curve = [(1, 2.0), (2, 1.5), (3, 1.04), (4, 1.0)]
+    assert sq.candidates_to(curve, 1.05, 4) == 3
+    assert sq.candidates_to(curve, 0.5, 4) == 5  # never: budget + 1
+    runs = [dict(op="softmax", proposer="heuristic", seed=s, budget=4, best_ms=b,
+                 default_ms=2.0, curve=c, reused=r, evaluated=4, refused={"x": 1},
+                 stalled=False, duplicate_share_of_budget=0.0,
+                 duplicate_share_of_proposals=r / (4 + r))
+            for s, (b, c, r) in enumerate([(1.0, curve, 1), (1.5, curve[:2], 0)])]
+    (row,) = sq.summarize(runs)
+    assert row["best_known_ms"] == 1.0 and row["candidates_to_5pct"] == [3, 5]
+    assert row["median_candidates_to_5pct"] == 4 and row["refused"] == {"x": 2}
+    res = {"backend": "cpu", "hardware": "h", "command": "kevolve bench --suite search",
+           "seeds": 2, "budget": 4, "dedup": True, "threads": 1, "summary": [row],
+           "runs": runs, "first_seed": 0}
+    md = sq.markdown(res)
+    assert "| softmax | heuristic | 4.0 | 3 5 |" in md and "kevolve bench --suite search" in md
