@@ -110,7 +110,9 @@ def summarize(runs: list[dict]) -> list[dict]:
 
 def markdown(res: dict) -> str:
     lines = [f"# Search quality: {res['backend']} on {res['hardware']}", "",
-             f"Command: `{res['command']}`", "",
+             f"Command: `{res['command']}`", ""]
+    lines += [f"Runs from: `{c}`" for c in res.get("sources", ())]
+    lines += ["",
              f"Seeds {res['seeds']}, budget {res['budget']} per run, dedup "
              f"{'on' if res['dedup'] else 'off'}, threads {res['threads']}.", "",
              "| op | proposer | median candidates to 5% | per seed | median best ms | "
@@ -191,10 +193,33 @@ def run(ops: tuple[str, ...], proposers: tuple[str, ...], seeds: int, budget: in
            "shapes": {o: SEARCH_SHAPES.get(o, {}) for o in ops},
            "summary": summarize(runs), "runs": runs}
     if out_dir:
-        os.makedirs(out_dir, exist_ok=True)
-        with open(os.path.join(out_dir, "results.json"), "w") as f:
-            json.dump(res, f, indent=1)
-        with open(os.path.join(out_dir, "report.md"), "w") as f:
-            f.write(markdown(res))
-        plot(res, os.path.join(out_dir, "curves.png"))
+        write(res, out_dir)
     return res
+
+
+def combine(results: list[dict], command: str = "") -> dict:
+    """Several benches' results as one, so that every run is held against one best known
+    per op; a run without dedup is labelled `PROPOSER (dedup off)`."""
+    runs = []
+    for res in results:
+        for r in res["runs"]:
+            label = r["proposer"] + ("" if r.get("dedup", True) else " (dedup off)")
+            runs.append({**r, "proposer": label})
+    first = results[0]
+    budgets = sorted({r["budget"] for r in runs})
+    return {**{k: first[k] for k in ("backend", "hardware", "threads", "first_seed")},
+            "command": command, "seeds": max(res["seeds"] for res in results),
+            "budget": budgets[-1], "dedup": all(res["dedup"] for res in results),
+            "sources": [res.get("command", "") for res in results],
+            "shapes": {k: v for res in results for k, v in res.get("shapes", {}).items()},
+            "summary": summarize(runs), "runs": runs}
+
+
+def write(res: dict, out_dir: str) -> None:
+    """results.json, report.md and (with matplotlib) curves.png under out_dir."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    with open(os.path.join(out_dir, "report.md"), "w") as f:
+        f.write(markdown(res))
+    plot(res, os.path.join(out_dir, "curves.png"))

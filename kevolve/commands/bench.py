@@ -58,8 +58,9 @@ def _line(row: dict) -> str:
 @click.option("--ops", default="", help="Comma-separated subset of the suite.")
 @click.option("--also", default="", help="Other backends to time with default schedules.")
 @click.option("--no-compile", is_flag=True, help="Skip torch.compile.")
-@click.option("--report-from", type=click.Path(exists=True, dir_okay=False),
-              help="Only write report.html from an existing results.json.")
+@click.option("--report-from", metavar="RESULTS.json[,...]",
+              help="Only write report.html from an existing results.json (--suite search: "
+              "report.md from one or more, every run against one best known per op).")
 @click.option("--proposers", default="heuristic", show_default=True,
               help="--suite search: comma-separated proposers to compare.")
 @click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True,
@@ -80,6 +81,23 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see kevolve run
     if not report_from:
         require_torch("kevolve bench (it times torch eager and torch.compile)")
+    for path in (report_from or "").split(",") if report_from else ():
+        if not os.path.isfile(path):
+            raise click.BadParameter(f"{path}: no such file", param_hint="--report-from")
+    if suite == "search" and report_from:  # several results.json, one best known per op
+        import shlex
+        import sys
+
+        from ..bench import search_quality
+        res = search_quality.combine([json.loads(open(p).read())
+                                      for p in report_from.split(",")],
+                                     "kevolve " + shlex.join(sys.argv[1:]))
+        search_quality.write(res, out_dir)
+        if as_json:
+            emit_json(res)
+        else:
+            echo(search_quality.markdown(res))
+        return
     if report_from:
         res = json.loads(open(report_from).read())
         _, rh = report.write(res, out_dir)

@@ -136,3 +136,22 @@ def test_search_quality_summary_counts_candidates_to_5pct():
            "runs": runs, "first_seed": 0}
     md = sq.markdown(res)
     assert "| softmax | heuristic | 4.0 | 3 5 |" in md and "kevolve bench --suite search" in md
+
+
+def test_search_quality_combines_benches_against_one_best_known():
+    def res(dedup, best):
+        run = dict(op="softmax", proposer="heuristic", seed=0, budget=4, best_ms=best,
+                   default_ms=2.0, curve=[(1, 2.0), (2, best)], reused=1, evaluated=3,
+                   refused={}, stalled=False, dedup=dedup,
+                   duplicate_share_of_budget=0.25 if not dedup else 0.0,
+                   duplicate_share_of_proposals=0.25)
+        return {"backend": "cpu", "hardware": "h", "threads": 1, "first_seed": 0,
+                "seeds": 1, "budget": 4, "dedup": dedup, "command": f"c{dedup}",
+                "runs": [run]}
+    both = sq.combine([res(False, 1.0), res(True, 1.5)], "kevolve bench")
+    rows = {r["proposer"]: r for r in both["summary"]}
+    assert set(rows) == {"heuristic", "heuristic (dedup off)"}
+    assert rows["heuristic"]["best_known_ms"] == 1.0  # the other bench's best
+    assert rows["heuristic"]["candidates_to_5pct"] == [5]  # never within 5% of it
+    assert rows["heuristic (dedup off)"]["candidates_to_5pct"] == [2]
+    assert both["sources"] == ["cFalse", "cTrue"]

@@ -113,9 +113,14 @@ class HeuristicProposer(Proposer):
         ceiling = ctx.ceilings.get("copy_bytes_per_s")
         if bw and ceiling and bw < 0.5 * ceiling:
             out += ["grow", "rows"]
-        if '"strategy": "online"' not in parent.trace_json:
+        if '"strategy": "online"' not in parent.trace_json and self._onlineable(ctx):
             out.append("online")
         return out
+
+    def _onlineable(self, ctx: ProposalContext) -> bool:
+        """The op has a softmax-style sum the online strategy applies to."""
+        opdef = opdef_of(ctx)
+        return opdef is not None and bool(mu.online_candidates(_variant_for(opdef, ctx)))
 
     def _mutate(self, name: str, t: Trace, op, ctx: ProposalContext) -> Trace | None:
         r, gpu = self.rng, ctx.gpu
