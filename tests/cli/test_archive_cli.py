@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kevolve.archive import Archive
+from kevolve.archive import Archive, schema_version
 from kevolve.cli import main
 from kevolve.evaluate.job import Result
 from kevolve.ir.builder import axes, compute, dims, f32, input, op
@@ -191,7 +191,8 @@ def test_archive_info(runner, db):
     result = invoke(runner, ["archive", "info", "--db", str(db), "--check"])
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "schema 2" in out and "1 op, 7 candidates (0 never evaluated), 8 results" in out
+    assert f"schema {schema_version()}" in out
+    assert "1 op, 7 candidates (0 never evaluated), 8 results" in out
     assert "integrity check: ok" in out and "ceilings on h200: copy_gbps=12.5" in out
     assert "0 LLM calls" in out and "0 runs" in out
     data = json.loads(invoke(runner, ["archive", "info", "--db", str(db), "--json"]).output)
