@@ -58,6 +58,11 @@ def run_one(op: str, proposer: str, seed: int, budget: int, backend: str, db: st
     t0 = time.time()
     s = evolve(cfg)
     spent = s.evaluated + (0 if dedup else s.reused)
+    from ..archive import Archive
+    with Archive(db) as a:  # tokens spent (LLM proposers): the equal-budget protocol's other half
+        usage = a.usage_totals().values()
+    tokens = [sum(u["input_tokens"] or 0 for u in usage),
+              sum(u["output_tokens"] or 0 for u in usage)]
     return {"op": op, "proposer": proposer, "seed": seed, "budget": budget,
             "dedup": dedup, "evaluated": s.evaluated, "failed": s.failed,
             "reused": s.reused, "spent": spent,
@@ -66,7 +71,7 @@ def run_one(op: str, proposer: str, seed: int, budget: int, backend: str, db: st
             "duplicate_share_of_proposals": round(s.reused / max(1, s.evaluated + s.reused), 4),
             "refused": dict(s.refused), "stalled": s.stalled,
             "best_ms": s.best.result.time_ms if s.best else None,
-            "default_ms": s.default_ms, "curve": s.best_so_far,
+            "default_ms": s.default_ms, "curve": s.best_so_far, "tokens": tokens,
             "seconds": round(time.time() - t0, 1)}
 
 
@@ -104,7 +109,8 @@ def summarize(runs: list[dict]) -> list[dict]:
             "duplicate_share_of_proposals": round(statistics.mean(
                 r["duplicate_share_of_proposals"] for r in rs), 4),
             "refused": dict(refused.most_common()),
-            "stalled": sum(r["stalled"] for r in rs)})
+            "stalled": sum(r["stalled"] for r in rs),
+            "tokens": [sum(r.get("tokens", [0, 0])[i] for r in rs) for i in (0, 1)]})
     return out
 
 
@@ -117,7 +123,7 @@ def markdown(res: dict) -> str:
              f"{'on' if res['dedup'] else 'off'}, threads {res['threads']}.", "",
              "| op | proposer | median candidates to 5% | per seed | median best ms | "
              "best known ms | default ms | duplicates / budget | duplicates / proposals | "
-             "top refusals |", "|" + " --- |" * 10]
+             "top refusals | tokens in/out |", "|" + " --- |" * 11]
     for s in res["summary"]:
         ref = ", ".join(f"{k} {v}" for k, v in list(s["refused"].items())[:4])
         lines.append(
@@ -125,7 +131,8 @@ def markdown(res: dict) -> str:
             f"{' '.join(map(str, s['candidates_to_5pct']))} | {_n(s['median_best_ms'])} | "
             f"{_n(s['best_known_ms'])} | {_n(s['default_ms'])} | "
             f"{100 * s['duplicate_share_of_budget']:.1f}% | "
-            f"{100 * s['duplicate_share_of_proposals']:.1f}% | {ref or '-'} |")
+            f"{100 * s['duplicate_share_of_proposals']:.1f}% | {ref or '-'} | "
+            f"{'/'.join(map(str, s.get('tokens', (0, 0))))} |")
     lines += ["", f"A run that never came within 5% counts as budget + 1 "
               f"({res['budget'] + 1})."]
     return "\n".join(lines) + "\n"

@@ -65,6 +65,15 @@ def _line(row: dict) -> str:
               help="--suite search: comma-separated proposers to compare.")
 @click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True,
               help="--suite search: seeds per op and proposer.")
+@click.option("--transport", type=click.Choice(["anthropic", "openai", "command", "recorded"]),
+              default=None, help="--suite search: the llm proposer's transport (see kevolve "
+              "evolve --help), with --model, --base-url, --command or --transcripts.")
+@click.option("--model", default=None, help="--suite search: the llm proposer's model.")
+@click.option("--base-url", default=None, help="--suite search, --transport openai.")
+@click.option("--command", "agent_command", default=None,
+              help="--suite search, --transport command: the program.")
+@click.option("--transcripts", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="--suite search, --transport recorded: the archive of a model's prompts.")
 @click.option("--no-dedup", is_flag=True, help="--suite search: charge candidates whose "
               "generated code was measured already to the budget (what searches did before "
               "dedup), to measure what dedup saves.")
@@ -72,8 +81,8 @@ def _line(row: dict) -> str:
               help="Print the results (results.json's content) on stdout; no progress. Exit 1 "
               "when a kevolve kernel failed.")
 def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db, op_dbs,
-            workers, threads, ops, also, no_compile, report_from, proposers, seeds, no_dedup,
-            as_json) -> None:
+            workers, threads, ops, also, no_compile, report_from, proposers, seeds, transport,
+            model, base_url, agent_command, transcripts, no_dedup, as_json) -> None:
     import os
 
     from ..bench import report
@@ -107,8 +116,11 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
             echo(f"wrote {rh}")
         return
     if suite == "search":
+        llm = {k: v for k, v in (("transport", transport), ("model", model),
+                                 ("base_url", base_url), ("command", agent_command),
+                                 ("transcripts", transcripts)) if v}
         _search(backend_name or "cpu", budget, ops, proposers, seeds, not no_dedup,
-                threads if threads is not None else 1, out_dir, as_json)
+                threads if threads is not None else 1, out_dir, as_json, llm)
         return
     from ..bench.runner import run_suite
     from ..bench.suites import BACKEND, SUITES
@@ -187,7 +199,7 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
 
 
 def _search(backend_name, budget, ops, proposers, seeds, dedup, threads, out_dir,
-            as_json) -> None:
+            as_json, llm: dict) -> None:
     """`--suite search`: kevolve.bench.search_quality over the cpu suite's ops."""
     import shlex
     import sys
@@ -200,6 +212,11 @@ def _search(backend_name, budget, ops, proposers, seeds, dedup, threads, out_dir
     for o in names:
         resolve(o)
     props = tuple(p for p in proposers.split(",") if p)
+    from ..search.proposers import make, proposer_class
+    for p in props:  # an unknown proposer, or an llm without its settings: exit 2 now
+        proposer_class(p)
+        if p == "llm":
+            make(p, **llm)
 
     def on_run(r):
         if not as_json:
@@ -208,7 +225,8 @@ def _search(backend_name, budget, ops, proposers, seeds, dedup, threads, out_dir
                        f"duplicates, {r['seconds']} s", err=True)
     cmd = "kevolve " + shlex.join(sys.argv[1:])
     res = search_quality.run(names, props, seeds, budget, backend_name, threads, dedup,
-                             out_dir=out_dir, command=cmd, on_run=on_run)
+                             proposer_options={"llm": llm}, out_dir=out_dir, command=cmd,
+                             on_run=on_run)
     if as_json:
         emit_json(res)
         return

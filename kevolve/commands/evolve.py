@@ -25,12 +25,15 @@ from .archive import db_option
               help="llm: any model through --transport; claude: llm over anthropic.")
 @click.option("--traces", type=click.Path(exists=True, dir_okay=False),
               help="Trace file for --proposer replay.")
-@click.option("--transport", type=click.Choice(["anthropic", "openai", "command"]),
+@click.option("--transport", type=click.Choice(["anthropic", "openai", "command", "recorded"]),
               default="anthropic", show_default=True,
               help="How --proposer llm reaches its model: the anthropic SDK, an "
               "OpenAI-compatible chat-completions server (--base-url or "
               "$KEVOLVE_OPENAI_BASE_URL, key $OPENAI_API_KEY), or a program (--command) "
-              "reading the prompt as JSON on stdin and answering moves on stdout.")
+              "reading the prompt as JSON on stdin and answering moves on stdout; recorded: "
+              "the answers of --transcripts, in order.")
+@click.option("--transcripts", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="--transport recorded: an archive whose prompts table holds the answers.")
 @click.option("--model", default=None, help="Model for --proposer llm/claude "
               "(openai: or $KEVOLVE_OPENAI_MODEL).")
 @click.option("--base-url", default=None, help="--transport openai: the server's base URL "
@@ -65,7 +68,7 @@ from .archive import db_option
               help="One JSON object on stdout (the summary); no progress bar. Exit 1 when no "
               "schedule passed.")
 def command(op_ref, backend_name, budget, minutes, proposer, traces, transport, model,
-            base_url, agent_command, temperature, workers,
+            base_url, agent_command, transcripts, temperature, workers,
             executor, address, db, resume, seed, shape_args, threads, timeout, mem_limit,
             roofline_slack, refresh, interpret, as_json) -> None:
     from rich.progress import TextColumn
@@ -99,6 +102,8 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, transport, 
             popts["base_url"] = base_url
         if agent_command:
             popts["command"] = agent_command
+        if transcripts:
+            popts["transcripts"] = transcripts
         from ..search.proposers import make as make_proposer
         make_proposer("llm", **popts)  # settings missing: exit 2 now, before any work
     cfg = SearchConfig(op_ref, backend_name, budget=budget, minutes=minutes,

@@ -255,3 +255,21 @@ def test_json_object_reads_fenced_and_chatty_answers():
     assert json_object('Here: {"traces": [1]} done')[0] == {"traces": [1]}
     obj, problem = json_object("no json here")
     assert obj is None and problem["code"] == "answer.not_json"
+
+
+def test_recorded_transport_replays_an_archived_transcript(server_factory, tmp_path):
+    """A model's answers, archived by one search, answer another offline, in order, with
+    the tokens recorded then; exhausted, the proposer falls back."""
+    srv = server_factory(json.dumps(BAD), json.dumps(GOOD))
+    db = tmp_path / "a.db"
+    with Archive(db) as a:
+        p = make("llm", archive=a, transport="openai", model="m", base_url=srv.url)
+        assert len(p.propose(_ctx(), 1)) == 1
+    again = make("llm", transport="recorded", transcripts=str(db))
+    (prop,) = again.propose(_ctx(), 1)  # the bad answer, fed back, then the good one
+    _legal(prop.trace_json)
+    assert [u["input_tokens"] for u in again.usage] == [321, 321]
+    assert again.propose(_ctx(), 1) and again.fell_back
+    assert "exhausted" in again.fallback_reason
+    with pytest.raises(TransportSetupError, match="transcripts"):
+        make("llm", transport="recorded", transcripts=str(tmp_path / "none.db"))

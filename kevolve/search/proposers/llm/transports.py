@@ -13,7 +13,9 @@ whatever the transport, and owns retries and the fall-back.
   object;
 - `command`: any program: it reads the request as JSON on stdin and writes the answer
   (`{"traces": [...]}`) on stdout (an external agent, a person at a terminal, a test
-  double).
+  double);
+- `recorded`: the answers of an archived transcript (the prompts table), in order: a
+  model's search replayed offline, for comparisons at equal budget and tokens.
 
 Settings come from options, then from the environment, read once when a transport is made
 (the command line's edge): KEVOLVE_OPENAI_BASE_URL (or OPENAI_BASE_URL), KEVOLVE_OPENAI_MODEL,
@@ -314,8 +316,65 @@ class CommandTransport:
         return reply
 
 
+# -- recorded answers -------------------------------------------------------------------------
+
+class RecordedTransport:
+    """Answers from a transcript: the `prompts` rows of an archive (oldest first, of one
+    proposer label if given), handed out in order, with the tokens and latency recorded
+    then. It replays a model's search offline, so that a comparison at equal budget (and
+    equal tokens) can be run again on other hardware or against another proposer; each
+    answer is parsed and proven again against the context of now. Exhausted: a transport
+    error (the proposer falls back for the rest)."""
+
+    name = "recorded"
+    takes_temperature = True
+
+    def __init__(self, transcripts: str | None = None, proposer: str | None = None,
+                 model: str | None = None, env=None, **_):
+        import sqlite3
+        env = os.environ if env is None else env
+        path = transcripts or env.get("KEVOLVE_TRANSCRIPTS")
+        if not path or not os.path.isfile(path):
+            raise TransportSetupError("the recorded transport needs --transcripts ARCHIVE "
+                                      f"(an archive with a prompts table); got {path!r}")
+        where, args = ("WHERE proposer = ? AND answer != ''", (proposer,)) if proposer else \
+            ("WHERE answer != ''", ())
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as c:
+                self.rows = c.execute(
+                    "SELECT transport, model, input_tokens, output_tokens, latency_s, answer "
+                    f"FROM prompts {where} ORDER BY id", args).fetchall()
+        except sqlite3.Error as e:
+            raise TransportSetupError(f"cannot read transcripts from {path}: {e}") from e
+        self.model = model or (self.rows[0][1] if self.rows else "recorded")
+        self.by_tool = False
+        self.at = 0
+
+    def ask(self, system: str, turns: list[dict], tool: dict, temperature: float,
+            seed: int) -> Reply:
+        if self.at >= len(self.rows):
+            raise TransportError(f"transcript exhausted after {len(self.rows)} answer(s)")
+        transport, model, tin, tout, latency, answer = self.rows[self.at]
+        self.at += 1
+        reply = Reply(text=answer, model=model, tokens_in=tin, tokens_out=tout,
+                      latency_s=latency)
+        obj, problem = json_object(answer)
+        if transport == "anthropic" and isinstance(obj, list):  # [{"tool", "input"}, ...]
+            calls = [b["input"] for b in obj if isinstance(b, dict) and "tool" in b]
+            reply.answers.extend(calls)
+            if not calls:
+                reply.problems.append({"move_index": None, "code": "answer.no_tool_call",
+                                       "message": "the recorded answer called no tool",
+                                       "hint": ""})
+        elif problem:
+            reply.problems.append(problem)
+        else:
+            reply.answers.append(obj)
+        return reply
+
+
 TRANSPORTS = {"anthropic": AnthropicTransport, "openai": OpenAITransport,
-              "command": CommandTransport}
+              "command": CommandTransport, "recorded": RecordedTransport}
 
 
 def make_transport(name: str, **options):
