@@ -190,7 +190,8 @@ class Search:
                 if cfg.minutes is not None and time.time() - t0 > cfg.minutes * 60:
                     break
                 n = max(1, min(cfg.workers, target - self.spent))
-                if seeds:
+                seeding = bool(seeds)
+                if seeding:
                     props = [(tj, why, None, "seed", None) for tj, why, _ in seeds[:n]]
                     seeds = seeds[n:]
                 else:
@@ -217,7 +218,7 @@ class Search:
                         break
                     continue
                 generation += 1
-                jobs, twins = [], {}
+                jobs, twins, spent_before = [], {}, self.spent
                 for tj, why, parent, pname, prompt_id in props:
                     r = self._admit(arch, op_id, tj, why, parent, pname, generation, done,
                                     summ, pop, not summ.baseline_ms, prompt_id, jobs, twins)
@@ -227,7 +228,8 @@ class Search:
                         break
                 # A round that only met code already measured counts toward a stall: a
                 # proposer that repeats itself must not loop for ever on free candidates.
-                stall = 0 if jobs else stall + 1
+                # (seeds already measured, on resume, are no stall)
+                stall = 0 if jobs or self.spent > spent_before or seeding else stall + 1
                 if stall >= STALL_ROUNDS:
                     summ.stalled = True
                     self.on_event("stalled", {})

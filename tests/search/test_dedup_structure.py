@@ -155,3 +155,16 @@ def test_search_quality_combines_benches_against_one_best_known():
     assert rows["heuristic"]["candidates_to_5pct"] == [5]  # never within 5% of it
     assert rows["heuristic (dedup off)"]["candidates_to_5pct"] == [2]
     assert both["sources"] == ["cFalse", "cTrue"]
+
+
+def test_a_proposer_that_only_repeats_code_stalls_instead_of_looping(tmp_path):
+    base = [m for m in BASE if m["m"] != "launch"]  # launch has no effect on cpu
+    copies = [{"op": "softmax", "moves": base[k:] + base[:k] + [{"m": "launch",
+                                                                 "num_warps": w}]}
+              for k in range(len(base)) for w in (1, 2, 16)]
+    path = tmp_path / "copies.json"
+    path.write_text(json.dumps(copies))
+    s = evolve(SearchConfig("softmax", "cpu", budget=5, shape="small", threads=1, repeat=3,
+                            db=str(tmp_path / "a.db"), proposer="replay", workers=1,
+                            proposer_options={"path": str(path)}))
+    assert s.stalled and s.evaluated < 5 and s.reused >= 4, s.to_json()
