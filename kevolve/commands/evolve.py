@@ -63,6 +63,11 @@ from .archive import db_option
               help="Of the N fastest archived results, measure again those whose generated "
               "code has changed since (another kevolve, template or toolchain) before "
               "searching; not counted in --budget (0 turns it off).")
+@click.option("--confirm", type=click.IntRange(min=0), default=3, show_default=True,
+              help="At the end, time the K fastest candidates (distinct code) again over "
+              "--confirm-rounds rounds, one at a time, and crown the best from the medians "
+              "over rounds, with its spread (0 or 1: off).")
+@click.option("--confirm-rounds", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--interpret", is_flag=True, help="Triton: use Triton's interpreter.")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object on stdout (the summary); no progress bar. Exit 1 when no "
@@ -70,7 +75,7 @@ from .archive import db_option
 def command(op_ref, backend_name, budget, minutes, proposer, traces, transport, model,
             base_url, agent_command, transcripts, temperature, workers,
             executor, address, db, resume, seed, shape_args, threads, timeout, mem_limit,
-            roofline_slack, refresh, interpret, as_json) -> None:
+            roofline_slack, refresh, confirm, confirm_rounds, interpret, as_json) -> None:
     from rich.progress import TextColumn
 
     from ..api import backend
@@ -111,7 +116,8 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, transport, 
                        executor=executor, address=address, db=db,
                        resume=resume, seed=seed, shape=preset, shape_overrides=over,
                        threads=threads, timeout_s=timeout, mem_limit_mb=mem_limit,
-                       roofline_slack=roofline_slack, refresh=refresh,
+                       roofline_slack=roofline_slack, refresh=refresh, confirm=confirm,
+                       confirm_rounds=confirm_rounds,
                        backend_options={"interpret": True} if interpret else {})
     prog = progress(as_json, TextColumn("{task.fields[status]}"))
     task = None
@@ -127,6 +133,8 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, transport, 
             now = f"{r.time_ms:.4g} ms" if r.ok and r.time_ms else r.verdict
             prog.update(task, status=f"re-measured {data['remeasured']} (code changed): "
                         f"candidate {data['candidate']} {data['was_ms']:.4g} ms -> {now}")
+        elif kind == "confirmed" and task is not None:
+            prog.update(task, status=f"re-timed {len(data['confirmed'])} leaders")
         elif kind == "pairing" and task is not None:
             prog.update(task, status=f"timing candidate {data['candidate']} beside torch eager")
         elif kind in ("result", "reused") and task is not None:
@@ -183,6 +191,13 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, transport, 
         echo(f"stopped at {summ.evaluated} of {budget}: the proposer had nothing new for "
              f"{STALL_ROUNDS} rounds in a row" + (f" (refused: {why})" if why else "") +
              "; --resume with another --seed, or another --proposer, goes on")
+    conf = next((c for c in summ.confirmed if summ.best is not None
+                 and c["candidate"] == summ.best.candidate_id), None)
+    if conf is not None:
+        echo(f"best re-timed: {conf['median_ms']:.4g} ms, the median of {conf['rounds']} "
+             f"rounds (spread {100 * conf['spread']:.1f}%; its first timing "
+             f"{conf['first_ms']:.4g} ms), against the {len(summ.confirmed) - 1} next "
+             "fastest re-timed alike")
     if summ.best is not None:
         echo("best schedule:")
         echo(json.dumps(json.loads(summ.best.trace_json), indent=1))

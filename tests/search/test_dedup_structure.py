@@ -168,3 +168,20 @@ def test_a_proposer_that_only_repeats_code_stalls_instead_of_looping(tmp_path):
                             db=str(tmp_path / "a.db"), proposer="replay", workers=1,
                             proposer_options={"path": str(path)}))
     assert s.stalled and s.evaluated < 5 and s.reused >= 4, s.to_json()
+
+
+def test_winners_are_re_timed_before_they_are_crowned(tmp_path):
+    s = evolve(_cfg(tmp_path, "confirm", confirm=3, confirm_rounds=2))
+    assert len(s.confirmed) >= 2, s.to_json()
+    for c in s.confirmed:
+        assert c["rounds"] == 2 and c["spread"] >= 0 and c["median_ms"] > 0
+    # the best is the fastest by its re-timed median, and says how far its rounds spread
+    re = {c["candidate"]: c["median_ms"] for c in s.confirmed}
+    assert s.best.candidate_id in re and re[s.best.candidate_id] == min(re.values())
+    assert s.best.result.time_ms == re[s.best.candidate_id]
+    assert s.best_spread is not None
+    from kevolve.archive import Archive
+    with Archive(tmp_path / "confirm.db") as a:
+        best = a.best_record("softmax", "cpu")
+    assert best["candidate_id"] == s.best.candidate_id
+    assert best["result"].diagnostics["confirmed"]["rounds"] == 2
