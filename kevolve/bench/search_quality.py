@@ -177,7 +177,7 @@ def plot(res: dict, path: str) -> str | None:
 def run(ops: tuple[str, ...], proposers: tuple[str, ...], seeds: int, budget: int,
         backend: str = "cpu", threads: int | None = 1, dedup: bool = True,
         proposer_options: dict | None = None, repeat: int = 7, out_dir: str | None = None,
-        command: str = "", on_run=None) -> dict:
+        command: str = "", on_run=None, label: str = "") -> dict:
     """Every (op, proposer, seed) search; results as a dict (and results.json, report.md
     and curves.png under `out_dir` when given)."""
     from ..evaluate import hardware
@@ -191,6 +191,8 @@ def run(ops: tuple[str, ...], proposers: tuple[str, ...], seeds: int, budget: in
                     r = run_one(op, prop, seed, budget, backend, db, threads, dedup,
                                 (proposer_options or {}).get(prop, {}), repeat,
                                 SEARCH_SHAPES.get(op))
+                    if label:  # which version of a proposer (kept apart by combine)
+                        r["proposer"] = f"{prop} [{label}]"
                     runs.append(r)
                     if on_run:
                         on_run(r)

@@ -74,6 +74,8 @@ def _line(row: dict) -> str:
               help="--suite search, --transport command: the program.")
 @click.option("--transcripts", default=None, type=click.Path(exists=True, dir_okay=False),
               help="--suite search, --transport recorded: the archive of a model's prompts.")
+@click.option("--label", default="", help="--suite search: a tag for this bench's runs "
+              "(`heuristic [TAG]`), to keep versions of a proposer apart in --report-from.")
 @click.option("--no-dedup", is_flag=True, help="--suite search: charge candidates whose "
               "generated code was measured already to the budget (what searches did before "
               "dedup), to measure what dedup saves.")
@@ -82,7 +84,7 @@ def _line(row: dict) -> str:
               "when a kevolve kernel failed.")
 def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db, op_dbs,
             workers, threads, ops, also, no_compile, report_from, proposers, seeds, transport,
-            model, base_url, agent_command, transcripts, no_dedup, as_json) -> None:
+            model, base_url, agent_command, transcripts, label, no_dedup, as_json) -> None:
     import os
 
     from ..bench import report
@@ -120,7 +122,7 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
                                  ("base_url", base_url), ("command", agent_command),
                                  ("transcripts", transcripts)) if v}
         _search(backend_name or "cpu", budget, ops, proposers, seeds, not no_dedup,
-                threads if threads is not None else 1, out_dir, as_json, llm)
+                threads if threads is not None else 1, out_dir, as_json, llm, label)
         return
     from ..bench.runner import run_suite
     from ..bench.suites import BACKEND, SUITES
@@ -199,7 +201,7 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
 
 
 def _search(backend_name, budget, ops, proposers, seeds, dedup, threads, out_dir,
-            as_json, llm: dict) -> None:
+            as_json, llm: dict, label: str = "") -> None:
     """`--suite search`: kevolve.bench.search_quality over the cpu suite's ops."""
     import shlex
     import sys
@@ -226,7 +228,7 @@ def _search(backend_name, budget, ops, proposers, seeds, dedup, threads, out_dir
     cmd = "kevolve " + shlex.join(sys.argv[1:])
     res = search_quality.run(names, props, seeds, budget, backend_name, threads, dedup,
                              proposer_options={"llm": llm}, out_dir=out_dir, command=cmd,
-                             on_run=on_run)
+                             on_run=on_run, label=label)
     if as_json:
         emit_json(res)
         return

@@ -185,3 +185,23 @@ def test_winners_are_re_timed_before_they_are_crowned(tmp_path):
         best = a.best_record("softmax", "cpu")
     assert best["candidate_id"] == s.best.candidate_id
     assert best["result"].diagnostics["confirmed"]["rounds"] == 2
+
+
+def test_heuristic_draws_kinds_by_measured_feedback():
+    from dataclasses import replace
+    h = HeuristicProposer(seed=5)
+    ctx = _ctx()
+    first = h.propose(ctx, 4)
+    win, lose = first[0], first[1]
+    kw, kl = win.note.split("+")[0], lose.note.split("+")[0]
+    ok = Scored(win.trace_json, Result("ok", time_ms=0.5), candidate_id=7)
+    bad = Scored(lose.trace_json, Result("compile", message="boom"), candidate_id=8)
+    h.propose(replace(ctx, best=ok, parents=(ok,), top=(ok,), failures=(bad,)), 2)
+    assert h.elite[kw] == 1 and h.failed[kl] == 1
+    h.propose(replace(ctx, best=ok, parents=(ok,), top=(ok,), failures=(bad,)), 2)
+    assert h.elite[kw] == 1  # credited once
+    untried = next(k for k in ("inline", "compute_at", "strategy", "split", "unroll")
+                   if not h.proposed[k])
+    if kw != kl:
+        assert h.weight(kw) > h.weight(kl)
+    assert h.weight(untried) == 0.5 and h.weight(kw) >= 0.05

@@ -18,7 +18,9 @@ limits (`prove.prove`), so illegal ones, and ones that could not compile or woul
 never reach a worker; and rendered, so one whose source equals a source already proposed
 (a mutation the backend ignores, moves that commute) is not proposed at all. `skipped`
 counts every refusal by reason: MoveError codes, `duplicate.trace`, `duplicate.source`,
-`inapplicable.KIND` (the mutation does not apply to the parent)."""
+`inapplicable.KIND` (the mutation does not apply to the parent).
+Kinds are drawn by measured feedback: those whose proposals became elites (parents, the
+fastest few, the best) more often are drawn more often (`weight`)."""
 
 from __future__ import annotations
 
@@ -45,6 +47,14 @@ class HeuristicProposer(Proposer):
         self.sources: set[str] = set()  # hashes of the sources proposed (and the parents')
         self.skipped: Counter = Counter()  # mutations dropped, by MoveError code
         self.tried: dict[int | None, set[str]] = {}  # kinds of mutation tried, by parent
+        # Measured feedback: the kind each proposal came from, and per kind how many were
+        # proposed, how many became elites (parents, the fastest few, the best) and how
+        # many failed; kinds are drawn in proportion to (elites + 1) / (proposed + 2).
+        self.kind_of: dict[str, str] = {}
+        self.proposed: Counter = Counter()
+        self.elite: Counter = Counter()
+        self.failed: Counter = Counter()
+        self._credited: set[tuple[str, bool]] = set()
         self._backend = Backends()
 
     def _legal(self, op, t: Trace, ctx: ProposalContext, count: bool = True):
@@ -166,6 +176,7 @@ class HeuristicProposer(Proposer):
             return []
         for p in parents:
             self._see_parent(op, Trace.from_json(p.trace_json), ctx)
+        self._feedback(ctx)
         names = ["scale", "scale", "warps", "stages", "group", "online", "reduce_split",
                  "vectorize", "cache", "bulk", "bulk_write", "rows", "precision", "constexpr",
                  "persistent", "pipeline", "prefetch", "unroll", "split", "inline",
@@ -218,17 +229,43 @@ class HeuristicProposer(Proposer):
                 continue
             if h is not None:
                 self.sources.add(h)
+            kind = why.split("+")[0]
+            self.kind_of[key] = kind
+            self.proposed[kind] += 1
             out.append(Proposal(key, parent.candidate_id, self.name, why))
         return out
 
+    def _feedback(self, ctx: ProposalContext) -> None:
+        """Credit the kinds whose proposals have since become elites, or failed."""
+        for group, counter in (((*ctx.parents, *ctx.top, *((ctx.best,) if ctx.best else ())),
+                                self.elite), (ctx.failures, self.failed)):
+            for s in group:
+                try:
+                    key = Trace.from_json(s.trace_json).to_json()
+                except MoveError:
+                    continue
+                kind = self.kind_of.get(key)
+                if kind is not None and (key, counter is self.elite) not in self._credited:
+                    self._credited.add((key, counter is self.elite))
+                    counter[kind] += 1
+
+    def weight(self, kind: str) -> float:
+        """How often a kind's proposals became elites, (elites + 1) / (proposed + 2), less
+        a share for its failures; never below 0.05, so no kind is shut out."""
+        n = self.proposed[kind]
+        return max(0.05, (self.elite[kind] + 1) / (n + 2) - 0.5 * self.failed[kind] / (n + 2))
+
     def _kind(self, names: list[str], parent, leader: bool) -> str:
-        """A random kind of mutation; for the leader, one not yet tried on it while any is
-        left (kinds that do not apply to it count as tried)."""
+        """A kind of mutation: for the leader, one not yet tried on it while any is left
+        (kinds that do not apply to it count as tried); otherwise drawn by measured
+        feedback (weight)."""
+        kinds = list(dict.fromkeys(names))
+        pick = self.rng.choices(kinds, weights=[self.weight(k) for k in kinds])[0]
         if not leader:
-            return self.rng.choice(names)
+            return pick
         tried = self.tried.setdefault(parent.candidate_id, set())
-        fresh = [x for x in dict.fromkeys(names) if x not in tried]
-        why = self.rng.choice(fresh) if fresh else self.rng.choice(names)
+        fresh = [x for x in kinds if x not in tried]
+        why = self.rng.choice(fresh) if fresh else pick
         tried.add(why)
         return why
 
