@@ -244,7 +244,7 @@ class Search:
                                  hashes[job.candidate_id], done, summ, pop)
                     for cand, tj in twins.get(hashes[job.candidate_id], ()):
                         self._reuse(cand, tj, res, hashes[job.candidate_id], done, summ)
-            if pop.best is not None and cfg.confirm > 1:
+            if pop.best is not None and cfg.confirm > 1 and self.spent > self.prior:
                 self._confirm(pool, pop, summ)
             if pop.best is not None:
                 self._pair(pool, pop.best, summ, arch)
@@ -269,12 +269,13 @@ class Search:
         of one kernel vary by a fifth and more: one lucky timing must not win."""
         from statistics import median
 
-        picked, seen = [], set()
+        picked, seen, run_hash = [], set(), {}
         for s in sorted(pop.all_ok, key=lambda s: s.result.time_ms):
-            key = s.result.source_hash or s.trace_json
-            if key not in seen:
-                seen.add(key)
+            rh, _ = self.render_hash(Trace.from_json(s.trace_json))
+            if rh is not None and rh not in seen:
+                seen.add(rh)
                 picked.append(s)
+                run_hash[s.candidate_id] = rh
             if len(picked) == self.cfg.confirm:
                 break
         if len(picked) < 2:
@@ -297,11 +298,13 @@ class Search:
                 continue
             med = median(ts)
             spread = (max(ts) - min(ts)) / med
-            res = replace(last[s.candidate_id], time_ms=med, times_ms=tuple(ts), diagnostics={
+            rh = run_hash[s.candidate_id]
+            res = replace(last[s.candidate_id], time_ms=med, times_ms=tuple(ts),
+                          source_hash=rh, diagnostics={
                 **last[s.candidate_id].diagnostics, "confirmed": {
                     "rounds": len(ts), "spread": round(spread, 4),
                     "first_ms": s.result.time_ms}})
-            self._measure(Measured(s.candidate_id, s.trace_json, res, s.result.source_hash, s))
+            self._measure(Measured(s.candidate_id, s.trace_json, res, rh, s))
             pop.drop(s.candidate_id)
             pop.add(Scored(s.trace_json, res, s.candidate_id, s.parent_id, s.proposer))
             summ.confirmed.append({"candidate": s.candidate_id, "first_ms": s.result.time_ms,
