@@ -310,6 +310,13 @@ class Search:
             summ.confirmed.append({"candidate": s.candidate_id, "first_ms": s.result.time_ms,
                                    "median_ms": med, "spread": round(spread, 4),
                                    "rounds": len(ts)})
+        # Other candidates of the same code keep their single timings: they leave the
+        # population, which the re-timed result stands for.
+        done_ids = {c["candidate"] for c in summ.confirmed}
+        for s in list(pop.all_ok):
+            if s.candidate_id not in done_ids and \
+                    self.render_hash(Trace.from_json(s.trace_json))[0] in seen:
+                pop.drop(s.candidate_id)
         self.on_event("confirmed", {"confirmed": summ.confirmed})
 
     def _pair(self, pool, best: Scored, summ: Summary, arch=None) -> None:

@@ -154,8 +154,8 @@ def test_two_evolve_processes_on_one_archive(tmp_path):
     procs = {t: subprocess.Popen(
         [sys.executable, "-m", "kevolve.cli", "evolve", "softmax", "--backend", "cpu",
          "--shape", "small", "--threads", t, "--db", str(db), "--json", "--budget", str(b),
-         "--seed", t], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True) for t, b in budgets.items()}
+         "--seed", t, "--confirm", "0"], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True) for t, b in budgets.items()}
     outs = {}
     try:
         for t, p in procs.items():
