@@ -81,7 +81,8 @@ def _records(store: Store, op_name: str | None) -> Iterator[dict]:
     bwhere = "WHERE op_name = ?" if op_name is not None else ""
     for r in store._read(f"SELECT * FROM baselines {bwhere} ORDER BY op_name, hardware, "
                          "toolchain, shape, kind", args):
-        yield {"kind": "baseline", "op_name": r["op_name"], "shape": loads(r["shape"], f"baselines row of {r['op_name']}, shape"),
+        yield {"kind": "baseline", "op_name": r["op_name"],
+               "shape": loads(r["shape"], f"baselines row of {r['op_name']}, shape"),
                "hardware": r["hardware"], "toolchain": r["toolchain"], "baseline": r["kind"],
                "time_ms": r["time_ms"], "measured": r["measured"]}
 

@@ -83,10 +83,27 @@ def _add_result_origin(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE results ADD COLUMN trusted INTEGER NOT NULL DEFAULT 1")
 
 
+def _add_prompts(conn: sqlite3.Connection) -> None:
+    """Every exchange of an LLM proposer with its model (the conversation sent, the answer,
+    transport, model, temperature, seed, tokens, latency) and the candidates it produced."""
+    conn.execute("""CREATE TABLE prompts (
+        id INTEGER PRIMARY KEY, proposer TEXT NOT NULL, transport TEXT NOT NULL DEFAULT '',
+        model TEXT NOT NULL DEFAULT '', temperature REAL, seed INTEGER,
+        input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+        latency_s REAL NOT NULL DEFAULT 0, prompt TEXT NOT NULL DEFAULT '[]',
+        answer TEXT NOT NULL DEFAULT '', note TEXT NOT NULL DEFAULT '', created REAL NOT NULL)""")
+    conn.execute("""CREATE TABLE prompt_candidates (
+        prompt_id INTEGER NOT NULL REFERENCES prompts(id),
+        candidate_id INTEGER NOT NULL REFERENCES candidates(id),
+        PRIMARY KEY (prompt_id, candidate_id))""")
+    conn.execute("CREATE INDEX prompt_candidates_candidate ON prompt_candidates(candidate_id)")
+
+
 # MIGRATIONS[n] takes schema version n to n + 1, inside the opening transaction. Append only;
 # never edit a released step. The current version is len(MIGRATIONS).
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_0_to_1, _migrate_1_to_2,
-                                                          _add_result_origin]
+                                                          _add_result_origin,
+                                                          _add_prompts]
 
 
 def schema_version() -> int:

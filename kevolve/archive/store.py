@@ -25,6 +25,7 @@ from pathlib import Path
 
 from . import schema
 from .records import (
+    REUSED,
     Result,
     Scored,
     bad_row,
@@ -394,6 +395,13 @@ class Store:
                 break
         return out
 
+    @guarded
+    def scored_by_name(self, op_name: str, backend: str | None,
+                       hardware: str | None = None) -> list[Scored]:
+        """Every evaluated candidate of the op (by name) with its latest result, oldest
+        first."""
+        return [scored_of(r) for r in self._latest(*self._where(op_name, backend, hardware))]
+
     def best(self, op_name: str, backend: str | None,
              hardware: str | None = None) -> Scored | None:
         """The fastest ok candidate of the op on the backend (any hardware if None)."""
@@ -409,7 +417,7 @@ class Store:
         """One row per evaluated candidate, in evaluation order: index (1-based within its
         backend and hardware), candidate_id, backend, hardware, proposer, generation,
         parent_id, verdict, time_ms, best_ms (best so far on that backend and hardware),
-        improved, created."""
+        improved, reused (another candidate's result for identical code), created."""
         out, best, count = [], {}, {}
         for r in self._latest(*self._where(op_name, backend, hardware)):
             key = (r["backend"], r["hardware"])
@@ -423,6 +431,7 @@ class Store:
                         "proposer": r["proposer"], "generation": r["generation"],
                         "parent_id": r["parent_id"], "verdict": r["verdict"], "time_ms": t,
                         "best_ms": best.get(key), "improved": improved,
+                        "reused": REUSED in (r["message"] or ""),
                         "created": r["created"]})
         return out
 
@@ -513,6 +522,49 @@ class Store:
                           "sum(output_tokens) FROM usage GROUP BY proposer, model")
         return {(r[0], r[1]): {"calls": r[2], "input_tokens": r[3], "output_tokens": r[4]}
                 for r in rows}
+
+    @guarded
+    def record_prompt(self, proposer: str, transport: str, model: str,
+                      temperature: float | None, seed: int | None, input_tokens: int,
+                      output_tokens: int, latency_s: float, prompt: str, answer: str,
+                      note: str = "") -> int:
+        """Archive one exchange of an LLM proposer (`prompt`: the conversation sent, as a
+        JSON list of {role, content}); its id, for link_prompt."""
+        with self._write() as c:
+            return c.execute(
+                "INSERT INTO prompts (proposer, transport, model, temperature, seed, "
+                "input_tokens, output_tokens, latency_s, prompt, answer, note, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (proposer, transport, model, temperature, seed, int(input_tokens),
+                 int(output_tokens), float(latency_s), prompt, answer, note,
+                 time.time())).lastrowid
+
+    @guarded
+    def link_prompt(self, prompt_id: int, candidate_id: int) -> None:
+        """Record that an exchange produced a candidate."""
+        with self._write() as c:
+            c.execute("INSERT OR IGNORE INTO prompt_candidates (prompt_id, candidate_id) "
+                      "VALUES (?, ?)", (prompt_id, candidate_id))
+
+    @guarded
+    def prompts_of(self, candidate_id: int) -> list[dict]:
+        """The exchanges that produced a candidate, oldest first: each prompt row (prompt
+        parsed back to its messages) with `candidates`, the ids it produced; none in an
+        archive from before prompts were kept, opened read-only."""
+        if not self._read("SELECT 1 FROM sqlite_master WHERE name = 'prompts'"):
+            return []
+        rows = self._read("SELECT p.* FROM prompts p JOIN prompt_candidates pc ON "
+                          "pc.prompt_id = p.id WHERE pc.candidate_id = ? ORDER BY p.id",
+                          (candidate_id,))
+        out = []
+        for r in rows:
+            d = dict(r)
+            d["prompt"] = loads(d["prompt"] or "[]", f"prompts row {d['id']}, prompt")
+            d["candidates"] = [x[0] for x in self._read(
+                "SELECT candidate_id FROM prompt_candidates WHERE prompt_id = ? ORDER BY 1",
+                (d["id"],))]
+            out.append(d)
+        return out
 
     @guarded
     def start_run(self, op_id: int, backend: str, hardware: str, settings: dict) -> int:

@@ -10,5 +10,5 @@ traceback). Command modules are imported only when their command is looked up.
 
 COMMANDS: tuple[str, ...] = (
     "ops", "show", "demo", "lower", "run", "backends", "evolve", "best", "history",
-    "archive", "export", "replay", "bench", "conform",
+    "archive", "export", "replay", "bench", "conform", "show-prompt",
 )

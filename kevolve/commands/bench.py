@@ -29,8 +29,10 @@ def _line(row: dict) -> str:
 
 
 @click.command("bench", short_help="Benchmark a suite beside torch eager and torch.compile.")
-@click.option("--suite", type=click.Choice(["ranking", "cpu"]), default="ranking",
-              show_default=True)
+@click.option("--suite", type=click.Choice(["ranking", "cpu", "search"]), default="ranking",
+              show_default=True, help="search: how fast each --proposers search comes "
+              "within 5% of the best known on the cpu suite's ops, over --seeds seeds "
+              "(no torch timings).")
 @click.option("--backend", "-b", "backend_name", default=None,
               help="Default: triton for ranking, cpu for cpu.")
 @click.option("--budget", type=int, default=64, show_default=True,
@@ -57,13 +59,33 @@ def _line(row: dict) -> str:
               "suite's: library names, spec files path/spec.py:name, installed ops.")
 @click.option("--also", default="", help="Other backends to time with default schedules.")
 @click.option("--no-compile", is_flag=True, help="Skip torch.compile.")
-@click.option("--report-from", type=click.Path(exists=True, dir_okay=False),
-              help="Only write report.html from an existing results.json.")
+@click.option("--report-from", metavar="RESULTS.json[,...]",
+              help="Only write report.html from an existing results.json (--suite search: "
+              "report.md from one or more, every run against one best known per op).")
+@click.option("--proposers", default="heuristic", show_default=True,
+              help="--suite search: comma-separated proposers to compare.")
+@click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True,
+              help="--suite search: seeds per op and proposer.")
+@click.option("--transport", type=click.Choice(["anthropic", "openai", "command", "recorded"]),
+              default=None, help="--suite search: the llm proposer's transport (see kevolve "
+              "evolve --help), with --model, --base-url, --command or --transcripts.")
+@click.option("--model", default=None, help="--suite search: the llm proposer's model.")
+@click.option("--base-url", default=None, help="--suite search, --transport openai.")
+@click.option("--command", "agent_command", default=None,
+              help="--suite search, --transport command: the program.")
+@click.option("--transcripts", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="--suite search, --transport recorded: the archive of a model's prompts.")
+@click.option("--label", default="", help="--suite search: a tag for this bench's runs "
+              "(`heuristic [TAG]`), to keep versions of a proposer apart in --report-from.")
+@click.option("--no-dedup", is_flag=True, help="--suite search: charge candidates whose "
+              "generated code was measured already to the budget (what searches did before "
+              "dedup), to measure what dedup saves.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the results (results.json's content) on stdout; no progress. Exit 1 "
               "when a kevolve kernel failed.")
 def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db, op_dbs,
-            workers, threads, ops, also, no_compile, report_from, as_json) -> None:
+            workers, threads, ops, also, no_compile, report_from, proposers, seeds, transport,
+            model, base_url, agent_command, transcripts, label, no_dedup, as_json) -> None:
     import os
 
     from ..bench import report
@@ -71,6 +93,23 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see kevolve run
     if not report_from:
         require_torch("kevolve bench (it times torch eager and torch.compile)")
+    for path in (report_from or "").split(",") if report_from else ():
+        if not os.path.isfile(path):
+            raise click.BadParameter(f"{path}: no such file", param_hint="--report-from")
+    if suite == "search" and report_from:  # several results.json, one best known per op
+        import shlex
+        import sys
+
+        from ..bench import search_quality
+        res = search_quality.combine([json.loads(open(p).read())
+                                      for p in report_from.split(",")],
+                                     "kevolve " + shlex.join(sys.argv[1:]))
+        search_quality.write(res, out_dir)
+        if as_json:
+            emit_json(res)
+        else:
+            echo(search_quality.markdown(res))
+        return
     if report_from:
         res = json.loads(open(report_from).read())
         _, rh = report.write(res, out_dir)
@@ -78,6 +117,13 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
             emit_json({"report": str(rh.resolve())})
         else:
             echo(f"wrote {rh}")
+        return
+    if suite == "search":
+        llm = {k: v for k, v in (("transport", transport), ("model", model),
+                                 ("base_url", base_url), ("command", agent_command),
+                                 ("transcripts", transcripts)) if v}
+        _search(backend_name or "cpu", budget, ops, proposers, seeds, not no_dedup,
+                threads if threads is not None else 1, out_dir, as_json, llm, label)
         return
     from ..bench.runner import run_suite
     from ..bench.suites import BACKEND, SUITES
@@ -154,6 +200,42 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
     echo(f"geomean x compile {report.ratio(res.get('geomean_speedup_compile'))}, x eager "
          f"{report.ratio(res.get('geomean_speedup_eager'))}; wrote {rj} and {rh}")
     _exit_on_failure(failed, rj)
+
+
+def _search(backend_name, budget, ops, proposers, seeds, dedup, threads, out_dir,
+            as_json, llm: dict, label: str = "") -> None:
+    """`--suite search`: kevolve.bench.search_quality over the cpu suite's ops."""
+    import shlex
+    import sys
+
+    from ..bench import search_quality
+    from ..bench.suites import SUITES
+    from ..ops import resolve
+
+    names = tuple(o for o in ops.split(",") if o) or SUITES["cpu"]
+    for o in names:
+        resolve(o)
+    props = tuple(p for p in proposers.split(",") if p)
+    from ..search.proposers import make, proposer_class
+    for p in props:  # an unknown proposer, or an llm without its settings: exit 2 now
+        proposer_class(p)
+        if p == "llm":
+            make(p, **llm)
+
+    def on_run(r):
+        if not as_json:
+            click.echo(f"{r['op']} {r['proposer']} seed {r['seed']}: best "
+                       f"{r['best_ms']} ms, {r['evaluated']} evaluated, {r['reused']} "
+                       f"duplicates, {r['seconds']} s", err=True)
+    cmd = "kevolve " + shlex.join(sys.argv[1:])
+    res = search_quality.run(names, props, seeds, budget, backend_name, threads, dedup,
+                             proposer_options={"llm": llm}, out_dir=out_dir, command=cmd,
+                             on_run=on_run, label=label)
+    if as_json:
+        emit_json(res)
+        return
+    echo(search_quality.markdown(res))
+    echo(f"wrote {out_dir}/results.json, report.md and curves.png")
 
 
 def _exit_on_failure(failed: list[str], results) -> None:

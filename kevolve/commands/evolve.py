@@ -20,11 +20,29 @@ from .archive import db_option
 @click.option("--budget", type=int, default=64, show_default=True,
               help="Candidates to evaluate (with --resume: in total).")
 @click.option("--minutes", type=float, default=None, help="Wall-time budget.")
-@click.option("--proposer", type=click.Choice(["heuristic", "claude", "replay"]),
-              default="heuristic", show_default=True)
+@click.option("--proposer", type=click.Choice(["heuristic", "llm", "claude", "replay"]),
+              default="heuristic", show_default=True,
+              help="llm: any model through --transport; claude: llm over anthropic.")
 @click.option("--traces", type=click.Path(exists=True, dir_okay=False),
               help="Trace file for --proposer replay.")
-@click.option("--model", default=None, help="Model for --proposer claude.")
+@click.option("--transport", type=click.Choice(["anthropic", "openai", "command", "recorded"]),
+              default="anthropic", show_default=True,
+              help="How --proposer llm reaches its model: the anthropic SDK, an "
+              "OpenAI-compatible chat-completions server (--base-url or "
+              "$KEVOLVE_OPENAI_BASE_URL, key $OPENAI_API_KEY), or a program (--command) "
+              "reading the prompt as JSON on stdin and answering moves on stdout; recorded: "
+              "the answers of --transcripts, in order.")
+@click.option("--transcripts", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="--transport recorded: an archive whose prompts table holds the answers.")
+@click.option("--model", default=None, help="Model for --proposer llm/claude "
+              "(openai: or $KEVOLVE_OPENAI_MODEL).")
+@click.option("--base-url", default=None, help="--transport openai: the server's base URL "
+              "(e.g. http://localhost:8000/v1).")
+@click.option("--command", "agent_command", default=None, metavar="'PROGRAM ARGS'",
+              help="--transport command: the program (or $KEVOLVE_PROPOSER_COMMAND).")
+@click.option("--temperature", type=float, default=1.0, show_default=True,
+              help="Sampling temperature for --proposer llm/claude (recorded with each "
+              "prompt, with the seed sent).")
 @click.option("--workers", type=int, default=1, show_default=True)
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
               show_default=True)
@@ -45,13 +63,19 @@ from .archive import db_option
               help="Of the N fastest archived results, measure again those whose generated "
               "code has changed since (another kevolve, template or toolchain) before "
               "searching; not counted in --budget (0 turns it off).")
+@click.option("--confirm", type=click.IntRange(min=0), default=3, show_default=True,
+              help="At the end, time the K fastest candidates (distinct code) again over "
+              "--confirm-rounds rounds, one at a time, and crown the best from the medians "
+              "over rounds, with its spread (0 or 1: off).")
+@click.option("--confirm-rounds", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--interpret", is_flag=True, help="Triton: use Triton's interpreter.")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object on stdout (the summary); no progress bar. Exit 1 when no "
               "schedule passed.")
-def command(op_ref, backend_name, budget, minutes, proposer, traces, model, workers,
+def command(op_ref, backend_name, budget, minutes, proposer, traces, transport, model,
+            base_url, agent_command, transcripts, temperature, workers,
             executor, address, db, resume, seed, shape_args, threads, timeout, mem_limit,
-            roofline_slack, refresh, interpret, as_json) -> None:
+            roofline_slack, refresh, confirm, confirm_rounds, interpret, as_json) -> None:
     from rich.progress import TextColumn
 
     from ..api import backend
@@ -73,14 +97,27 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
         if not traces:
             raise click.UsageError("--proposer replay needs --traces FILE")
         popts["path"] = traces
-    if proposer == "claude" and model:
-        popts["model"] = model
+    if proposer in ("claude", "llm"):
+        popts["temperature"] = temperature
+        if model:
+            popts["model"] = model
+    if proposer == "llm":
+        popts["transport"] = transport
+        if base_url:
+            popts["base_url"] = base_url
+        if agent_command:
+            popts["command"] = agent_command
+        if transcripts:
+            popts["transcripts"] = transcripts
+        from ..search.proposers import make as make_proposer
+        make_proposer("llm", **popts)  # settings missing: exit 2 now, before any work
     cfg = SearchConfig(op_ref, backend_name, budget=budget, minutes=minutes,
                        proposer=proposer, proposer_options=popts, workers=workers,
                        executor=executor, address=address, db=db,
                        resume=resume, seed=seed, shape=preset, shape_overrides=over,
                        threads=threads, timeout_s=timeout, mem_limit_mb=mem_limit,
-                       roofline_slack=roofline_slack, refresh=refresh,
+                       roofline_slack=roofline_slack, refresh=refresh, confirm=confirm,
+                       confirm_rounds=confirm_rounds,
                        backend_options={"interpret": True} if interpret else {})
     prog = progress(as_json, TextColumn("{task.fields[status]}"))
     task = None
@@ -96,11 +133,13 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
             now = f"{r.time_ms:.4g} ms" if r.ok and r.time_ms else r.verdict
             prog.update(task, status=f"re-measured {data['remeasured']} (code changed): "
                         f"candidate {data['candidate']} {data['was_ms']:.4g} ms -> {now}")
+        elif kind == "confirmed" and task is not None:
+            prog.update(task, status=f"re-timed {len(data['confirmed'])} leaders")
         elif kind == "pairing" and task is not None:
             prog.update(task, status=f"timing candidate {data['candidate']} beside torch eager")
         elif kind in ("result", "reused") and task is not None:
-            prog.advance(task)  # a reused result (identical code) uses up budget too
-            if kind == "result":
+            if kind == "result":  # (a reused result, identical code, uses no budget)
+                prog.advance(task)
                 b, base = data["best"], data["baseline_ms"]
                 best = b.result.time_ms if b else None
                 fails = ", ".join(f"{k} {v}" for k, v in sorted(data["failures"].items()))
@@ -148,9 +187,17 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, model, work
     elif summ.compile_ms is None and summ.compile_error:
         echo(f"torch.compile not timed: {summ.compile_error}")
     if summ.stalled:
-        echo(f"stopped at {summ.evaluated + summ.reused} of {budget}: the proposer had nothing "
-             f"new for {STALL_ROUNDS} rounds in a row; --resume with another --seed, or "
-             "another --proposer, goes on")
+        why = ", ".join(f"{k} {v}" for k, v in summ.refused.most_common(6))
+        echo(f"stopped at {summ.evaluated} of {budget}: the proposer had nothing new for "
+             f"{STALL_ROUNDS} rounds in a row" + (f" (refused: {why})" if why else "") +
+             "; --resume with another --seed, or another --proposer, goes on")
+    conf = next((c for c in summ.confirmed if summ.best is not None
+                 and c["candidate"] == summ.best.candidate_id), None)
+    if conf is not None:
+        echo(f"best re-timed: {conf['median_ms']:.4g} ms, the median of {conf['rounds']} "
+             f"rounds (spread {100 * conf['spread']:.1f}%; its first timing "
+             f"{conf['first_ms']:.4g} ms), against the {len(summ.confirmed) - 1} next "
+             "fastest re-timed alike")
     if summ.best is not None:
         echo("best schedule:")
         echo(json.dumps(json.loads(summ.best.trace_json), indent=1))

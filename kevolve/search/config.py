@@ -39,6 +39,14 @@ class SearchConfig:
     # reuses cache-resident inputs).
     roofline_slack: float = 0.9
     roofline_min_bytes: int | None = None
+    # Identical generated code (another candidate's, measured or in this batch) reuses that
+    # result and uses no budget; False: it uses budget (for measuring what dedup saves).
+    dedup: bool = True
+    # Winners are real: at the end, the `confirm` fastest distinct candidates are timed
+    # again over `confirm_rounds` rounds, one at a time in rotating order; the best is the
+    # lowest median over rounds, reported with its spread (0: off).
+    confirm: int = 0
+    confirm_rounds: int = 3
 
 
 STALL_ROUNDS = 4  # rounds in a row without a proposal that end a search short of its budget
@@ -54,6 +62,7 @@ class Summary:
     failures: Counter = field(default_factory=Counter)
     reused: int = 0  # identical generated code: result reused, not re-run
     skipped: Counter = field(default_factory=Counter)  # proposals over the device's limits
+    refused: Counter = field(default_factory=Counter)  # every proposal refused, by reason
     remeasured: int = 0  # stale results measured again (not counted in evaluated)
     remeasure_failed: int = 0  # of those, the ones that no longer pass
     best: Scored | None = None
@@ -66,6 +75,15 @@ class Summary:
     best_so_far: list = field(default_factory=list)  # (index, best time) per evaluation
     seconds: float = 0.0
     stalled: bool = False  # stopped before the budget: the proposer had nothing new
+    confirmed: list = field(default_factory=list)  # re-timed leaders: candidate, first_ms,
+    # median_ms, spread ((max - min) / median over rounds), rounds
+
+    @property
+    def best_spread(self) -> float | None:
+        """The re-timed best's spread over its rounds (None: not re-timed)."""
+        b = self.best
+        return next((c["spread"] for c in self.confirmed
+                     if b is not None and c["candidate"] == b.candidate_id), None)
 
     @property
     def speedup_compile(self) -> float | None:
@@ -95,7 +113,8 @@ class Summary:
         return {"op": self.op, "backend": self.backend, "hardware": self.hardware,
                 "evaluated": self.evaluated, "failed": self.failed,
                 "failures": dict(self.failures), "reused": self.reused,
-                "skipped": dict(self.skipped), "remeasured": self.remeasured,
+                "skipped": dict(self.skipped), "refused": dict(self.refused),
+                "remeasured": self.remeasured,
                 "remeasure_failed": self.remeasure_failed,
                 "best_time_ms": b.result.time_ms if b else None,
                 "baseline_ms": self.baseline_ms, "paired_ms": self.paired_ms,
@@ -107,4 +126,5 @@ class Summary:
                 "best_trace": json.loads(b.trace_json) if b else None,
                 "best_candidate": b.candidate_id if b else None,
                 "best_so_far": self.best_so_far, "seconds": self.seconds,
+                "confirmed": self.confirmed, "best_spread": self.best_spread,
                 "stalled": self.stalled}

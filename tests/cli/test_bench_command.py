@@ -128,7 +128,8 @@ def test_evolve_says_when_it_stopped_short_of_its_budget(tmp_path):
     r = CliRunner().invoke(main, args + ["--db", str(tmp_path / "a.db")])
     assert r.exit_code == 0, r.output
     said = " ".join(r.output.split())
-    assert "stopped at 2 of 5: the proposer had nothing new for 4 rounds" in said
+    # the default evaluated; the replayed copy (identical code) reused, using no budget
+    assert "stopped at 1 of 5: the proposer had nothing new for 4 rounds" in said
     assert "--resume with another --seed" in said
     r = CliRunner().invoke(main, args + ["--db", str(tmp_path / "b.db"), "--json"])
     res = json.loads(r.stdout.strip().splitlines()[-1])

@@ -53,6 +53,7 @@ def cases(d: Path) -> dict[str, list[str]]:
         "archive verify": ["archive", "verify", *db],
         "export": ["export", "softmax", "-b", "cpu", "-o", str(d / "softmax_cpu.py"), *db],
         "replay": ["replay", "1", "--no-time", *db],
+        "show-prompt": ["show-prompt", "1", *db],
         "bench": ["bench", "--suite", "cpu", "--ops", "softmax", "--from-archive",
                   "--rounds", "1", "--no-compile", "--threads", "1", "--out",
                   str(d / "out"), *db],

@@ -2,9 +2,10 @@
 sources of ideas, found by name in a registry (Helion's `search_algorithms` dict).
 
 kevolve's own: `heuristic` (offline default: rule-guided mutations plus random exploration),
-`replay` (traces from a file), `claude` (the anthropic SDK; extra `llm`). Another package
-adds one through the `kevolve.proposers` entry-point group (name = "module:Class"). Nothing
-is imported until a proposer is asked for."""
+`replay` (traces from a file), `llm` (any model, through the anthropic, openai-compatible
+or command transport: llm/transports.py) and `claude` (`llm` over anthropic; extra `llm`).
+Another package adds one through the `kevolve.proposers` entry-point group (name =
+"module:Class"). Nothing is imported until a proposer is asked for."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from ...errors import UnknownName
 GROUP = "kevolve.proposers"
 BUILTIN = {"heuristic": "kevolve.search.proposers.heuristic:HeuristicProposer",
            "replay": "kevolve.search.proposers.replay:ReplayProposer",
-           "claude": "kevolve.search.proposers.llm.claude:ClaudeProposer"}
+           "claude": "kevolve.search.proposers.llm.claude:ClaudeProposer",
+           "llm": "kevolve.search.proposers.llm.proposer:LLMProposer"}
 
 
 def names() -> dict[str, str]:

@@ -32,6 +32,9 @@ class ProposalContext:
     ceilings: dict = field(default_factory=dict)  # measured copy bytes/s, matmul FLOP/s
     similar: tuple[Scored, ...] = ()  # best traces of similar ops (a growing skill library)
     limits: dict = field(default_factory=dict)  # the device's per-program limits (Backend.limits)
+    failures: tuple[Scored, ...] = ()  # the latest failed candidates, with their errors
+    top: tuple[Scored, ...] = ()  # the fastest few of this op so far
+    hardware: str = ""  # the machine's name (hardware.hardware_name)
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class Proposal:
     parent_id: int | None
     proposer: str
     note: str = ""  # why (the rule that fired, the LLM's reason)
+    prompt_id: int | None = None  # the archived exchange that produced it (LLM proposers)
 
 
 @runtime_checkable

@@ -9,12 +9,22 @@ a random pick among 19 kinds would leave some untried on the leader for dozens o
 Where a mutation gives a trace already seen, up to two more follow it: a search whose
 parents' neighbourhoods are used up (the H200's gemm search from scratch stopped at 162 of
 300 without) goes on a step further.
+Structural kinds (inline, compute_at, reduction strategy) often need a follow-up to be
+legal: where one is refused, the repairs of mutations.repairs (tile the reduction that now
+loops, untile the one that no longer does, drop moves on inlined stages) are tried in turn,
+and the first legal chain is proposed (noted `kind+repair`).
 Every proposal is lowered here first and checked against the backend and the device's
 limits (`prove.prove`), so illegal ones, and ones that could not compile or would spill,
-never reach a worker."""
+never reach a worker; and rendered, so one whose source equals a source already proposed
+(a mutation the backend ignores, moves that commute) is not proposed at all. `skipped`
+counts every refusal by reason: MoveError codes, `duplicate.trace`, `duplicate.source`,
+`inapplicable.KIND` (the mutation does not apply to the parent).
+Kinds are drawn by measured feedback: those whose proposals became elites (parents, the
+fastest few, the best) more often are drawn more often (`weight`)."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections import Counter
 
@@ -29,25 +39,60 @@ from .prove import Backends, prove, unsupported
 class HeuristicProposer(Proposer):
     name = "heuristic"
 
-    def __init__(self, seed: int = 0, attempts: int = 40):
+    def __init__(self, seed: int = 0, attempts: int = 40, dedup_source: bool = True, **_):
         self.rng = random.Random(seed)
         self.attempts = attempts
+        self.dedup_source = dedup_source
         self.seen: set[str] = set()
+        self.sources: set[str] = set()  # hashes of the sources proposed (and the parents')
         self.skipped: Counter = Counter()  # mutations dropped, by MoveError code
         self.tried: dict[int | None, set[str]] = {}  # kinds of mutation tried, by parent
+        # Measured feedback: the kind each proposal came from, and per kind how many were
+        # proposed, how many became elites (parents, the fastest few, the best) and how
+        # many failed; kinds are drawn in proportion to (elites + 1) / (proposed + 2).
+        self.kind_of: dict[str, str] = {}
+        self.proposed: Counter = Counter()
+        self.elite: Counter = Counter()
+        self.failed: Counter = Counter()
+        self._credited: set[tuple[str, bool]] = set()
         self._backend = Backends()
 
-    def _legal(self, op, t: Trace, ctx: ProposalContext) -> bool:
+    def _legal(self, op, t: Trace, ctx: ProposalContext, count: bool = True):
+        """The trace's plan where it proves legal, else None (the refusal counted)."""
         try:
-            prove(op, t, ctx.bench_dims, self._backend(ctx.backend), ctx.limits)
-            return True
+            return prove(op, t, ctx.bench_dims, self._backend(ctx.backend), ctx.limits)
         except MoveError as e:
-            self.skipped[e.code] += 1
-            return False
+            if count:
+                self.skipped[e.code] += 1
+            return None
         except Exception as e:
             if not unsupported(e):
                 raise
-            return False
+            if count:
+                self.skipped["semantics.unsupported"] += 1
+            return None
+
+    def _source(self, plan, ctx: ProposalContext) -> str | None:
+        """A hash of the source (and launch) the plan renders to; None where it cannot
+        be rendered here or source dedup is off."""
+        be = self._backend(ctx.backend)
+        if not self.dedup_source or be is None or plan is None:
+            return None
+        try:
+            src = be.render(plan)
+        except Exception:  # the worker reports render failures; here it only dedups
+            return None
+        launch = repr(src.meta.get("launch")) if isinstance(src.meta, dict) else ""
+        return hashlib.sha256(f"{src.hash}\0{launch}".encode()).hexdigest()
+
+    def _see_parent(self, op, t: Trace, ctx: ProposalContext) -> None:
+        key = t.to_json()
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        h = self._source(self._legal(op, t, ctx, count=False), ctx)
+        if h:
+            self.sources.add(h)
 
     def _resident(self, t: Trace | None, op, ctx: ProposalContext) -> Trace | None:
         """`t` with no more persistent programs per multiprocessor than one holds at once
@@ -78,9 +123,14 @@ class HeuristicProposer(Proposer):
         ceiling = ctx.ceilings.get("copy_bytes_per_s")
         if bw and ceiling and bw < 0.5 * ceiling:
             out += ["grow", "rows"]
-        if '"strategy": "online"' not in parent.trace_json:
+        if '"strategy": "online"' not in parent.trace_json and self._onlineable(ctx):
             out.append("online")
         return out
+
+    def _onlineable(self, ctx: ProposalContext) -> bool:
+        """The op has a softmax-style sum the online strategy applies to."""
+        opdef = opdef_of(ctx)
+        return opdef is not None and bool(mu.online_candidates(_variant_for(opdef, ctx)))
 
     def _mutate(self, name: str, t: Trace, op, ctx: ProposalContext) -> Trace | None:
         r, gpu = self.rng, ctx.gpu
@@ -113,6 +163,9 @@ class HeuristicProposer(Proposer):
             "prefetch": lambda: mu.toggle_prefetch(t, r, gpu),
             "unroll": lambda: mu.unroll_loop(t, r, op, ctx.caps),
             "split": lambda: mu.split_tile(t, r, op),
+            "inline": lambda: mu.toggle_inline(t, r, op),
+            "compute_at": lambda: mu.toggle_compute_at(t, r, op),
+            "strategy": lambda: mu.reduction_strategy(t, r, op),
         }[name]()
 
     def propose(self, ctx: ProposalContext, n: int) -> list[Proposal]:
@@ -122,10 +175,12 @@ class HeuristicProposer(Proposer):
         if op is None or not parents:
             return []
         for p in parents:
-            self.seen.add(Trace.from_json(p.trace_json).to_json())
+            self._see_parent(op, Trace.from_json(p.trace_json), ctx)
+        self._feedback(ctx)
         names = ["scale", "scale", "warps", "stages", "group", "online", "reduce_split",
                  "vectorize", "cache", "bulk", "bulk_write", "rows", "precision", "constexpr",
-                 "persistent", "pipeline", "prefetch", "unroll", "split"]
+                 "persistent", "pipeline", "prefetch", "unroll", "split", "inline",
+                 "compute_at", "strategy"]
         out: list[Proposal] = []
         for _ in range(self.attempts * max(1, n)):
             if len(out) >= n:
@@ -148,24 +203,74 @@ class HeuristicProposer(Proposer):
                 child, why = self._mutate(kind, child, op, ctx), f"{why}+{kind}"
                 key = child and child.to_json()
             if child is None:
+                self.skipped[f"inapplicable.{why.split('+')[-1]}"] += 1
                 continue
-            if key in self.seen or not self._legal(op, child, ctx):
-                self.seen.add(key)
+            if key in self.seen:
+                self.skipped["duplicate.trace"] += 1
                 continue
             self.seen.add(key)
+            plan = self._legal(op, child, ctx)
+            if plan is None and why.split("+")[0] in STRUCTURAL:
+                for fix, fixed in mu.repairs(child, op):
+                    k2 = fixed.to_json()
+                    if k2 in self.seen:
+                        continue
+                    plan = self._legal(op, fixed, ctx, count=False)
+                    if plan is not None:
+                        child, key, why = fixed, k2, f"{why}+{fix}"
+                        self.seen.add(key)
+                        self.skipped["repaired"] += 1
+                        break
+            if plan is None:
+                continue
+            h = self._source(plan, ctx)
+            if h is not None and h in self.sources:
+                self.skipped["duplicate.source"] += 1
+                continue
+            if h is not None:
+                self.sources.add(h)
+            kind = why.split("+")[0]
+            self.kind_of[key] = kind
+            self.proposed[kind] += 1
             out.append(Proposal(key, parent.candidate_id, self.name, why))
         return out
 
+    def _feedback(self, ctx: ProposalContext) -> None:
+        """Credit the kinds whose proposals have since become elites, or failed."""
+        for group, counter in (((*ctx.parents, *ctx.top, *((ctx.best,) if ctx.best else ())),
+                                self.elite), (ctx.failures, self.failed)):
+            for s in group:
+                try:
+                    key = Trace.from_json(s.trace_json).to_json()
+                except MoveError:
+                    continue
+                kind = self.kind_of.get(key)
+                if kind is not None and (key, counter is self.elite) not in self._credited:
+                    self._credited.add((key, counter is self.elite))
+                    counter[kind] += 1
+
+    def weight(self, kind: str) -> float:
+        """How often a kind's proposals became elites, (elites + 1) / (proposed + 2), less
+        a share for its failures; never below 0.05, so no kind is shut out."""
+        n = self.proposed[kind]
+        return max(0.05, (self.elite[kind] + 1) / (n + 2) - 0.5 * self.failed[kind] / (n + 2))
+
     def _kind(self, names: list[str], parent, leader: bool) -> str:
-        """A random kind of mutation; for the leader, one not yet tried on it while any is
-        left (kinds that do not apply to it count as tried)."""
+        """A kind of mutation: for the leader, one not yet tried on it while any is left
+        (kinds that do not apply to it count as tried); otherwise drawn by measured
+        feedback (weight)."""
+        kinds = list(dict.fromkeys(names))
+        pick = self.rng.choices(kinds, weights=[self.weight(k) for k in kinds])[0]
         if not leader:
-            return self.rng.choice(names)
+            return pick
         tried = self.tried.setdefault(parent.candidate_id, set())
-        fresh = [x for x in dict.fromkeys(names) if x not in tried]
-        why = self.rng.choice(fresh) if fresh else self.rng.choice(names)
+        fresh = [x for x in kinds if x not in tried]
+        why = self.rng.choice(fresh) if fresh else pick
         tried.add(why)
         return why
+
+
+STRUCTURAL = ("inline", "compute_at", "strategy", "online", "reduce_split")
 
 
 def opdef_of(ctx: ProposalContext):

@@ -481,6 +481,134 @@ def rows_per_program(t: Trace, rng: random.Random, op: Op) -> Trace | None:
     return rebuild(t, out, dec)
 
 
+# -- structure: inlining, compute_at, reduction strategy, and the repairs that follow -------
+
+def _root_grid_axis(moves: list[dict], op: Op) -> list | None:
+    """[root, its outermost grid axis]: where a producer is computed per program."""
+    root = op.outputs[0]
+    binds = _grid_binds(moves, root)
+    return [root, binds[0]["axis"]] if binds else None
+
+
+def _pointwise_producers(op: Op) -> list[str]:
+    return [s.name for s in op.stages if s.name not in op.outputs and not s.reduce_axes]
+
+
+def _reads(op: Op, stage: str) -> set[str]:
+    """Names of the buffers a stage loads."""
+    return {n.buffer.name for n in walk(op.stage(stage).body) if isinstance(n, Load)}
+
+
+def toggle_inline(t: Trace, rng: random.Random, op: Op) -> Trace | None:
+    """Inline a pointwise producer into its consumers (recomputed there, no buffer), or
+    make it a kernel of its own (a grid over its rows) with the producers it reads computed
+    inside it: its values go through memory once instead of being recomputed."""
+    names = _pointwise_producers(op)
+    if not names:
+        return None
+    stage = rng.choice(names)
+    moves = moves_of(t)
+    if any(m["m"] == "inline" and m["stage"] == stage for m in moves):
+        s = op.stage(stage)
+        if not s.axes:
+            return None
+        a0 = s.axes[0].name
+        reads = _reads(op, stage)
+        out = []
+        for m in moves:
+            if m["m"] == "inline" and m["stage"] == stage:
+                out.append({"m": "bind", "stage": stage, "axis": a0, "to": "grid"})
+            elif m["m"] == "compute_at" and m["stage"] in reads:
+                out.append({**m, "at": [stage, a0]})
+            else:
+                out.append(m)
+        return rebuild(t, out)
+    moves = [m for m in moves if not (m.get("stage") == stage and m["m"] in
+                                      ("compute_at", "cache", "reduction", "split", "bind"))]
+    root = op.outputs[0]
+    at = _root_grid_axis(moves, op)
+    moves = [{**m, "at": at} if m["m"] == "compute_at" and m["at"][0] == stage and at
+             else m for m in moves]
+    return rebuild(t, moves + [{"m": "inline", "stage": stage}]) if root != stage else None
+
+
+def toggle_compute_at(t: Trace, rng: random.Random, op: Op) -> Trace | None:
+    """Compute a producer inside the root's program (its values stay in registers or cache)
+    or as a loop nest of its own before the root (materialized in memory)."""
+    moves = moves_of(t)
+    inlined = {m["stage"] for m in moves if m["m"] == "inline"}
+    names = [s.name for s in op.stages if s.name not in op.outputs and s.name not in inlined]
+    if not names:
+        return None
+    stage = rng.choice(names)
+    off = _without(moves, m="compute_at", stage=stage)
+    if off is not None:  # materialized: its own loop nest, bound to the grid on its rows
+        off = [m for m in off if not (m.get("stage") == stage and m["m"] in
+                                      ("reduction", "cache"))]
+        s = op.stage(stage)
+        return rebuild(t, off + [{"m": "bind", "stage": stage, "axis": s.axes[0].name,
+                                  "to": "grid"}] if s.axes else off)
+    at = _root_grid_axis(moves, op)
+    if at is None:
+        return None
+    moves = [m for m in moves if not (m.get("stage") == stage and m["m"] == "bind")]
+    return rebuild(t, moves + [{"m": "compute_at", "stage": stage, "at": at}])
+
+
+STRATEGIES = ("single", "looped", "online", "split")
+
+
+def reduction_strategy(t: Trace, rng: random.Random, op: Op) -> Trace | None:
+    """Another reduction strategy for one reducing stage: one tile, a loop over tiles, one
+    online pass (softmax-style sums), or split across programs."""
+    moves = moves_of(t)
+    stages = [s for s in op.stages if s.reduce_axes]
+    if not stages:
+        return None
+    s = rng.choice(stages)
+    cur = next((m["strategy"] for m in moves if m["m"] == "reduction"
+                and m["stage"] == s.name), None)
+    choices = [x for x in STRATEGIES if x != cur and
+               (x != "online" or s.name in online_candidates(op))]
+    strategy = rng.choice(choices)
+    moves = [m for m in moves if not (m["m"] == "reduction" and m["stage"] == s.name)]
+    moves.append({"m": "reduction", "stage": s.name, "strategy": strategy})
+    return rebuild(t, moves)
+
+
+def repairs(t: Trace, op: Op) -> list[tuple[str, Trace]]:
+    """Follow-up moves that can make a structural mutation legal, each (name, trace):
+    tile a reduction that now loops, untile one that no longer does, drop moves on stages
+    that are now inlined. The caller keeps the first that proves legal."""
+    moves = moves_of(t)
+    out = []
+    strat = {m["stage"]: m["strategy"] for m in moves if m["m"] == "reduction"}
+    dec = dict(t.decisions)
+    for st, how in strat.items():
+        s = op.stage(st)
+        if not s.reduce_axes:
+            continue
+        a = s.reduce_axes[0].name
+        sp = _split_of(moves, st, a)
+        if how in ("looped", "online", "split") and sp is None:
+            key = f"$R_{st}_{a}"
+            out.append((f"tile:{st}", rebuild(t, moves + [
+                {"m": "split", "stage": st, "axis": a, "size": key}], {**dec, key: 256})))
+        if how == "single" and sp is not None:
+            out.append((f"untile:{st}", rebuild(t, [m for m in moves if m is not sp])))
+        if how == "split" and not any(m.get("factor") for m in moves
+                                      if m["m"] == "reduction" and m["stage"] == st):
+            fixed = [dict(m, factor=4) if m["m"] == "reduction" and m["stage"] == st else m
+                     for m in moves]
+            out.append((f"factor:{st}", rebuild(t, fixed)))
+    inlined = {m["stage"] for m in moves if m["m"] == "inline"}
+    stray = [m for m in moves if m["m"] != "inline" and m.get("stage") in inlined]
+    if stray:
+        out.append(("drop-inlined", rebuild(t, [m for m in moves if m not in stray])))
+    out.append(("drop-reduction", rebuild(t, [m for m in moves if m["m"] != "reduction"])))
+    return out
+
+
 def crossover(a: Trace, b: Trace, rng: random.Random) -> Trace | None:
     """Same structure, mixed numbers: each decision from one parent or the other."""
     if a.moves != b.moves or a.decisions == b.decisions:

@@ -1,2 +1,4 @@
-"""Proposers that ask a language model: claude.py (the client and its retries), prompt.py
-(what is sent), similar.py (the archive's best traces of similar ops, sent as examples)."""
+"""Proposers that ask a language model: proposer.py (one parser, one retry and fall-back
+policy), transports.py (anthropic, OpenAI-compatible HTTP, any command), prompt.py (what is
+sent), similar.py (the archive's best traces of similar ops), claude.py (the `claude`
+name: the proposer over anthropic)."""

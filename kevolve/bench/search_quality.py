@@ -1,0 +1,234 @@
+"""How good is a search: `kevolve bench --suite search`.
+
+Each proposer searches each op of a suite from the default schedule, over several seeds,
+each run in a fresh archive (no run sees another's results), at the suite's search shapes
+(mid-sized: large enough that times mean something, small enough for a 2-core machine).
+Per op and proposer it reports the candidates needed to come within 5% of the best time
+any run of this bench found (median over seeds; runs that never got there count as
+budget + 1), the best found at equal budget, the duplicates (candidates whose generated
+code another had already: reused, and with dedup on not charged to the budget), and the
+proposals refused before evaluation by reason. A plot of best-so-far curves comes with it
+where matplotlib is installed.
+
+Times from one machine under other load vary from run to run: the best known is the
+minimum over every run here, so a proposer reaching it in one seed may be luck; the median
+over seeds is the figure to read."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections import Counter
+
+# Mid-sized shapes per op for the CPU suite's searches (overrides of the cpu preset).
+SEARCH_SHAPES = {
+    "softmax": {"M": 256, "N": 2048},
+    "layernorm": {"M": 256, "N": 2048},
+    "rmsnorm": {"M": 256, "N": 2048},
+    "embedding_bag": {"V": 65536, "D": 64, "B": 1024, "max_len": 20},
+    "jagged_sum": {"B": 512, "D": 64, "max_len": 64},
+    "dot_interaction": {"B": 512, "F": 27, "D": 64},
+}
+
+
+def candidates_to(curve: list, target: float, budget: int) -> int:
+    """The budget spent when best-so-far first came within `target`; budget + 1 if never.
+    `curve`: (budget spent, best ms or None) per evaluation."""
+    for spent, best in curve:
+        if best is not None and best <= target:
+            return spent
+    return budget + 1
+
+
+def run_one(op: str, proposer: str, seed: int, budget: int, backend: str, db: str,
+            threads: int | None, dedup: bool, proposer_options: dict, repeat: int,
+            shape: dict | None) -> dict:
+    from ..search import SearchConfig, evolve
+
+    opts = dict(proposer_options)
+    if not dedup and proposer == "heuristic":  # as it proposed before: no source dedup
+        opts.setdefault("dedup_source", False)
+    cfg = SearchConfig(op, backend, budget=budget, proposer=proposer,
+                       proposer_options=opts, db=db, seed=seed,
+                       shape="cpu", shape_overrides=dict(shape or {}), threads=threads,
+                       repeat=repeat, dedup=dedup, refresh=0)
+    t0 = time.time()
+    s = evolve(cfg)
+    spent = s.evaluated + (0 if dedup else s.reused)
+    from ..archive import Archive
+    with Archive(db) as a:  # tokens spent (LLM proposers): the equal-budget protocol's other half
+        usage = a.usage_totals().values()
+    tokens = [sum(u["input_tokens"] or 0 for u in usage),
+              sum(u["output_tokens"] or 0 for u in usage)]
+    return {"op": op, "proposer": proposer, "seed": seed, "budget": budget,
+            "dedup": dedup, "evaluated": s.evaluated, "failed": s.failed,
+            "reused": s.reused, "spent": spent,
+            "duplicate_share_of_budget": round(s.reused / spent, 4) if spent and not dedup
+            else 0.0,
+            "duplicate_share_of_proposals": round(s.reused / max(1, s.evaluated + s.reused), 4),
+            "refused": dict(s.refused), "stalled": s.stalled,
+            "best_ms": s.best.result.time_ms if s.best else None,
+            "default_ms": s.default_ms, "curve": s.best_so_far, "tokens": tokens,
+            "seconds": round(time.time() - t0, 1)}
+
+
+def summarize(runs: list[dict]) -> list[dict]:
+    """Per (op, proposer): median candidates to within 5% of the op's best known, median
+    best, duplicate shares and refusals summed over seeds."""
+    best_known = {}
+    for r in runs:
+        if r["best_ms"] is not None:
+            best_known[r["op"]] = min(best_known.get(r["op"], r["best_ms"]), r["best_ms"])
+    groups: dict[tuple, list[dict]] = {}
+    for r in runs:
+        groups.setdefault((r["op"], r["proposer"]), []).append(r)
+    out = []
+    for (op, prop), rs in groups.items():
+        known = best_known.get(op)
+        to5 = [candidates_to(r["curve"], known * 1.05, r["budget"]) if known else
+               r["budget"] + 1 for r in rs]
+        bests = [r["best_ms"] for r in rs if r["best_ms"] is not None]
+        refused = Counter()
+        for r in rs:
+            refused.update(r["refused"])
+        out.append({
+            "op": op, "proposer": prop, "seeds": len(rs), "budget": rs[0]["budget"],
+            "best_known_ms": known,
+            "candidates_to_5pct": to5, "median_candidates_to_5pct": statistics.median(to5),
+            "best_found_ms": bests,
+            "median_best_ms": statistics.median(bests) if bests else None,
+            "default_ms": statistics.median([r["default_ms"] for r in rs if r["default_ms"]]
+                                            or [0]) or None,
+            "reused": sum(r["reused"] for r in rs),
+            "evaluated": sum(r["evaluated"] for r in rs),
+            "duplicate_share_of_budget": round(statistics.mean(
+                r["duplicate_share_of_budget"] for r in rs), 4),
+            "duplicate_share_of_proposals": round(statistics.mean(
+                r["duplicate_share_of_proposals"] for r in rs), 4),
+            "refused": dict(refused.most_common()),
+            "stalled": sum(r["stalled"] for r in rs),
+            "tokens": [sum(r.get("tokens", [0, 0])[i] for r in rs) for i in (0, 1)]})
+    return out
+
+
+def markdown(res: dict) -> str:
+    lines = [f"# Search quality: {res['backend']} on {res['hardware']}", "",
+             f"Command: `{res['command']}`", ""]
+    lines += [f"Runs from: `{c}`" for c in res.get("sources", ())]
+    lines += ["",
+             f"Seeds {res['seeds']}, budget {res['budget']} per run, dedup "
+             f"{'on' if res['dedup'] else 'off'}, threads {res['threads']}.", "",
+             "| op | proposer | median candidates to 5% | per seed | median best ms | "
+             "best known ms | default ms | duplicates / budget | duplicates / proposals | "
+             "top refusals | tokens in/out |", "|" + " --- |" * 11]
+    for s in res["summary"]:
+        ref = ", ".join(f"{k} {v}" for k, v in list(s["refused"].items())[:4])
+        lines.append(
+            f"| {s['op']} | {s['proposer']} | {s['median_candidates_to_5pct']} | "
+            f"{' '.join(map(str, s['candidates_to_5pct']))} | {_n(s['median_best_ms'])} | "
+            f"{_n(s['best_known_ms'])} | {_n(s['default_ms'])} | "
+            f"{100 * s['duplicate_share_of_budget']:.1f}% | "
+            f"{100 * s['duplicate_share_of_proposals']:.1f}% | {ref or '-'} | "
+            f"{'/'.join(map(str, s.get('tokens', (0, 0))))} |")
+    lines += ["", f"A run that never came within 5% counts as budget + 1 "
+              f"({res['budget'] + 1})."]
+    return "\n".join(lines) + "\n"
+
+
+def _n(x) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def plot(res: dict, path: str) -> str | None:
+    """Best-so-far curves (time / best known) per op, one line per proposer and seed; None
+    without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    ops = list(dict.fromkeys(r["op"] for r in res["runs"]))
+    known = {s["op"]: s["best_known_ms"] for s in res["summary"]}
+    fig, axes = plt.subplots(1, len(ops), figsize=(4 * len(ops), 3.2), squeeze=False)
+    colours = {}
+    for ax, op in zip(axes[0], ops):
+        for r in (r for r in res["runs"] if r["op"] == op):
+            pts = [(x, y / known[op]) for x, y in r["curve"] if y is not None and known[op]]
+            if not pts:
+                continue
+            c = colours.setdefault(r["proposer"], f"C{len(colours)}")
+            ax.step(*zip(*pts), where="post", color=c, alpha=0.7,
+                    label=r["proposer"] if r["seed"] == res["first_seed"] else None)
+        ax.axhline(1.05, color="grey", linestyle=":", linewidth=1)
+        ax.set_title(op)
+        ax.set_xlabel("candidates (budget spent)")
+        ax.set_ylabel("best so far / best known")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def run(ops: tuple[str, ...], proposers: tuple[str, ...], seeds: int, budget: int,
+        backend: str = "cpu", threads: int | None = 1, dedup: bool = True,
+        proposer_options: dict | None = None, repeat: int = 7, out_dir: str | None = None,
+        command: str = "", on_run=None, label: str = "") -> dict:
+    """Every (op, proposer, seed) search; results as a dict (and results.json, report.md
+    and curves.png under `out_dir` when given)."""
+    from ..evaluate import hardware
+
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="kevolve-search-bench-") as tmp:
+        for op in ops:
+            for prop in proposers:
+                for seed in range(seeds):
+                    db = os.path.join(tmp, f"{op}-{prop}-{seed}.db".replace("/", "_"))
+                    r = run_one(op, prop, seed, budget, backend, db, threads, dedup,
+                                (proposer_options or {}).get(prop, {}), repeat,
+                                SEARCH_SHAPES.get(op))
+                    if label:  # which version of a proposer (kept apart by combine)
+                        r["proposer"] = f"{prop} [{label}]"
+                    runs.append(r)
+                    if on_run:
+                        on_run(r)
+    res = {"command": command, "backend": backend,
+           "hardware": hardware.hardware_name(False, threads), "threads": threads,
+           "seeds": seeds, "first_seed": 0, "budget": budget, "dedup": dedup,
+           "shapes": {o: SEARCH_SHAPES.get(o, {}) for o in ops},
+           "summary": summarize(runs), "runs": runs}
+    if out_dir:
+        write(res, out_dir)
+    return res
+
+
+def combine(results: list[dict], command: str = "") -> dict:
+    """Several benches' results as one, so that every run is held against one best known
+    per op; a run without dedup is labelled `PROPOSER (dedup off)`."""
+    runs = []
+    for res in results:
+        for r in res["runs"]:
+            label = r["proposer"] + ("" if r.get("dedup", True) else " (dedup off)")
+            runs.append({**r, "proposer": label})
+    first = results[0]
+    budgets = sorted({r["budget"] for r in runs})
+    return {**{k: first[k] for k in ("backend", "hardware", "threads", "first_seed")},
+            "command": command, "seeds": max(res["seeds"] for res in results),
+            "budget": budgets[-1], "dedup": all(res["dedup"] for res in results),
+            "sources": [res.get("command", "") for res in results],
+            "shapes": {k: v for res in results for k, v in res.get("shapes", {}).items()},
+            "summary": summarize(runs), "runs": runs}
+
+
+def write(res: dict, out_dir: str) -> None:
+    """results.json, report.md and (with matplotlib) curves.png under out_dir."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    with open(os.path.join(out_dir, "report.md"), "w") as f:
+        f.write(markdown(res))
+    plot(res, os.path.join(out_dir, "curves.png"))
