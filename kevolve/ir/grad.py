@@ -175,6 +175,10 @@ class _Inverse:
     gathers: list[Axis]            # new reduce axes (inverse-index walks)
     aux: dict[str, Buffer]         # auxiliary inputs by name
     params: set[str]
+    guards: list[Expr] = None      # conditions a point must meet to exist in the forward
+
+    def __post_init__(self):
+        self.guards = [] if self.guards is None else self.guards
 
 
 def _seg_of(a: Axis) -> tuple[Buffer, Axis] | None:
@@ -237,6 +241,7 @@ def _invert(stage: Compute, x: Buffer, index: tuple[Expr, ...], new: list[Axis],
             sb = Load(seg_buf(off, x.shape[k]), (xk,))
             bind(b, sb)
             bind(j, xk - Load(off, (sb,)))
+            inv.guards.append(Binary("lt", xk - Load(off, (sb,)), j.extent))  # j < its bound
         else:
             raise NotDifferentiable(f"cannot invert the index of {x.name}[...] along dim {k}",
                                     "give OpDef.backward", stage=stage.name)
@@ -307,6 +312,8 @@ def derive(op: Op) -> Backward:
             mapping = {k: substitute_axes(v, mapping) for k, v in mapping.items()}
         body = _mul(_f32(substitute_axes(g_at, mapping)), _f32(substitute_axes(coef, mapping)))
         over = tuple(inv.gathers) + tuple(mapping[a.name].axis for a in free)
+        for cond in inv.guards:
+            body = Where(substitute_axes(cond, mapping), body, _c(0))
         if over:
             body = Reduce("sum", body, over)
         by_input.setdefault(x.name, []).append((new, body))

@@ -63,6 +63,28 @@ def test_backward_matches_autograd(name):
                                            err_msg=f"{name} {shape} d_{n}")
 
 
+def test_jagged_to_padded_dense_backward_ignores_rows_past_max_len():
+    opdef = get("jagged_to_padded_dense")
+    shape = {"B": 5, "D": 3, "max_len": 4, "lengths": "one_long"}
+    case = opdef.case(shape, seed=2)
+    lengths = np.diff(case.inputs["offsets"])
+    lengths[0] = lengths[0] + 6  # segment 0 runs past max_len: its tail is dropped
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    values = np.random.default_rng(0).standard_normal((int(offsets[-1]), 3))
+    ins = {"values": values, "offsets": offsets}
+    params = dict(case.params)
+    bwd = grad.derive(opdef.op)
+    dims = bind_dims(opdef.op, ins, params)
+    aux, ap = grad.aux_arrays(bwd, ins, dims)
+    dout = np.random.default_rng(1).standard_normal((5, params["max_len"], 3))
+    got = run(bwd.op, {"offsets": offsets, "d_out": dout} | aux, params | ap)["d_values"]
+    want = np.zeros_like(values)
+    for b in range(5):
+        for j in range(min(lengths[b], params["max_len"])):
+            want[offsets[b] + j] = dout[b, j]
+    np.testing.assert_allclose(got, want)
+
+
 def test_embedding_bag_weight_grad_is_a_jagged_reduction_over_the_inverse_index():
     bwd = grad.derive(get("embedding_bag").op)
     (stage,) = bwd.op.stages
