@@ -65,9 +65,10 @@ class JaggedToDense(nn.Module):
     def forward(self, values: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         ids = segment_ids(offsets, values.shape[0])
         pos = torch.arange(values.shape[0], device=values.device) - offsets[ids]
-        keep = pos < self.max_len
-        out = values.new_zeros((offsets.numel() - 1, self.max_len, values.shape[1]))
-        return out.index_put((ids[keep], pos[keep]), values[keep])
+        # rows past max_len land in one spare slot that is cut off (no data-dependent shape)
+        out = values.new_zeros((offsets.numel() - 1, self.max_len + 1, values.shape[1]))
+        out = out.index_put((ids, pos.clamp(max=self.max_len)), values)
+        return out[:, :self.max_len]
 
 
 class SeqModel(nn.Module):

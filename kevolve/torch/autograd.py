@@ -193,7 +193,7 @@ class KevolveOp:
             x: torch.zeros_like(tensors[x]) for x in self.floats if x not in self.bwd_spec.wrt}
 
     def _backward_reference(self, tensors, grads, params):
-        with torch.enable_grad():
+        with torch.enable_grad(), _autograd_dispatch():
             leaves = {k: (v.detach().requires_grad_(True) if k in self.floats else v)
                       for k, v in tensors.items()}
             p = self.fwd.params(self._prepare(tensors), params)
@@ -209,6 +209,14 @@ class KevolveOp:
     def _backward_fake(self, *args):
         return [args[self.inputs.index(x)].new_empty(args[self.inputs.index(x)].shape)
                 for x in self.floats]
+
+
+def _autograd_dispatch():
+    """Inside a custom op's implementation the dispatcher skips autograd; the fallback
+    backward differentiates the reference there, so it turns autograd dispatch back on."""
+    key = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+    return torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(),
+                                           key - key)
 
 
 def _symbolic(dims: dict) -> bool:

@@ -5,8 +5,10 @@ What is swapped:
   norm): kevolve's embedding_bag, sharing the module's weight;
 - modules named in `modules` ({class or class name: kevolve op name}): a module whose
   forward takes the op's tensor inputs in order and returns its output(s); the op's integer
-  params come from `bounds`, else the module's attribute of that name, else the inputs
-  (a jagged max length read from the offsets, one device sync per call).
+  params come from `bounds` ({param: value}, or {module path: {param: value}} for one
+  module), else the module's attribute of that name, else the inputs (a jagged max length
+  read from the offsets: one device sync per call). A bound must be at least the true
+  value; kernels are specialized on its power of two.
 
 Kernels come from the archive (per shape bucket, kevolve.torch.kernels) when one is given:
 an op the archive has no kernel for keeps the original module. Without an archive every
@@ -120,12 +122,12 @@ def accelerate(model: nn.Module, archive=None, *, backend: str | None = None,
                 name = "embedding_bag" if child.mode == "sum" else "embedding_bag_mean"
                 kop = kop_for(name)
                 if kop is not None:
-                    new = KevolveEmbeddingBag(kop, child, _params(kop, child, bounds))
+                    new = KevolveEmbeddingBag(kop, child, _params(kop, child, bounds, path))
             elif type(child).__name__ in wanted:
                 name = wanted[type(child).__name__]
                 kop = kop_for(name)
                 if kop is not None:
-                    new = KevolveModule(kop, child, _params(kop, child, bounds))
+                    new = KevolveModule(kop, child, _params(kop, child, bounds, path))
             if new is None:
                 visit(child, path + ".")
                 continue
@@ -137,10 +139,13 @@ def accelerate(model: nn.Module, archive=None, *, backend: str | None = None,
     return swaps
 
 
-def _params(kop, module: nn.Module, bounds: dict) -> dict[str, int]:
+def _params(kop, module: nn.Module, bounds: dict, path: str) -> dict[str, int]:
     out = {}
+    mine = bounds.get(path) if isinstance(bounds.get(path), dict) else {}
     for p in kop.params:
-        if p in bounds:
+        if p in mine:
+            out[p] = int(mine[p])
+        elif isinstance(bounds.get(p), int):
             out[p] = int(bounds[p])
         elif isinstance(getattr(module, p, None), int):
             out[p] = int(getattr(module, p))
