@@ -183,6 +183,24 @@ def profile(fn, device, iters: int = 3, top: int = 12) -> list[dict]:
     return [r for r in rows if r["ms_per_step"] > 0][:top]
 
 
+def kernel_stats(model) -> dict:
+    """Per kevolve op in the model: shape classes served by a kernel, and those that fell
+    back to the original PyTorch code (no archived trace lowers for them)."""
+    out = {}
+    for mod in model.modules():
+        kop = getattr(mod, "kop", None)
+        if kop is None or kop.name in out:
+            continue
+        row = {}
+        for part, table in (("forward", kop.fwd), ("backward", kop.bwd)):
+            classes = list(table._by_class.values()) if table is not None else []
+            row[part] = {"kernels": sum(k is not None for k in classes),
+                         "fallback": sum(k is None for k in classes)}
+        row["op"] = kop.opdef.name
+        out[kop.name] = row
+    return out
+
+
 def run_model(name, args, device, log) -> dict:
     torch.manual_seed(0)
     cfg, model, bounds, gen = build(name, args.scale, device)
@@ -229,6 +247,10 @@ def run_model(name, args, device, log) -> dict:
             res["profile"] = {m: profile(fns[m], device) for m in live}
         out["scenarios"][s] = res
         log(f"  {s} (batch {n}): " + ", ".join(f"{m} {v:,.0f}/s" for m, v in med.items()))
+    kv = models.get("kevolve")
+    if kv is not None:
+        out["kernels"] = kernel_stats(kv)
+        log(f"  kernels: {out['kernels']}")
     return out
 
 
@@ -245,6 +267,12 @@ def markdown(rep: dict) -> str:
                       + (f", worst grad {c['grad_rel_err']:.1e} ({c['worst_grad']}, "
                          f"{c['grads_checked']} grads)" if "grad_rel_err" in c else "")
                       + ("" if c["ok"] else " FAILED") for m, c in r["checks"].items()), ""]
+        for k in r.get("kernels", {}).values():
+            lines.append(f"- {k['op']}: forward {k['forward']['kernels']} shape classes on "
+                         f"kevolve kernels, {k['forward']['fallback']} on PyTorch; backward "
+                         f"{k['backward']['kernels']} on kevolve, {k['backward']['fallback']} "
+                         "on PyTorch")
+        lines.append("")
         modes = list(next(iter(r["scenarios"].values()))["samples_per_s"])
         lines += ["| scenario | batch | " + " | ".join(modes) + " |",
                   "|---|---|" + "---|" * len(modes)]

@@ -41,6 +41,17 @@ def bound_params(op: Op) -> dict[str, str]:
     return {p.name: out[p.name] for p in op.params if p.name in out}
 
 
+def _code_key(src) -> str:
+    """The source less the comment naming its shape class: classes whose generated code is
+    the same (a new batch size, most often) share one build."""
+    import hashlib
+    import json
+
+    plan = (src.meta or {}).get("plan")
+    text = src.text.replace(json.dumps(plan.dims_dict), "") if plan is not None else src.text
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _distance(a: dict, b: dict, names) -> float:
     return sum(abs(math.log2((a[n] + 1) / (b[n] + 1))) for n in names
                if isinstance(a.get(n), int) and isinstance(b.get(n), int))
@@ -55,6 +66,7 @@ class KernelTable:
     backend: object
     records: list[tuple[dict, object]] | None = None
     _by_class: dict = field(default_factory=dict)
+    _by_code: dict = field(default_factory=dict)  # generated code -> kernel (shared builds)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self):
@@ -94,8 +106,11 @@ class KernelTable:
                 r[0], dims, self.tiling))]
         for trace in candidates:
             try:
-                return api.build(api.lower(self.op, trace, self.backend, dict(dims)),
-                                 self.backend)
+                src = api.lower(self.op, trace, self.backend, dict(dims))
+                key = _code_key(src)
+                if key not in self._by_code:
+                    self._by_code[key] = api.build(src, self.backend)
+                return self._by_code[key]
             except KevolveError as e:
                 warnings.warn(f"kevolve: {self.op.name} at {dims}: {e}", stacklevel=3)
         return None
