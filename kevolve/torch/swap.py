@@ -82,7 +82,7 @@ def _records(archive, name: str, backend: str, hardware):
         return None
     from ..archive import Archive
 
-    with Archive(archive, create=False) as a:
+    with Archive(archive, create=False, readonly=True) as a:
         return [(r["shape"], r["trace_json"]) for r in a.best_by_shape(name, backend,
                                                                         hardware)]
 
