@@ -5,7 +5,7 @@ deferred import hides a cycle, it does not remove it).
 Layers, lowest first (the package diagram in docs/architecture.md):
 
     errors, assets → ir → ops, schedule → plan → backends → pipeline, api → evaluate
-      → archive → search → bench, export → commands, cli
+      → archive → search → bench, export → torch → commands, cli
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ LAYERS: dict[str, int] = {
     "kevolve.search": 8,
     "kevolve.bench": 9,
     "kevolve.export": 9,
-    "kevolve.commands": 10,
-    "kevolve.cli": 10,
+    "kevolve.torch": 10,
+    "kevolve.commands": 11,
+    "kevolve.cli": 11,
 }
 
 # (importer, imported) pairs allowed to break the law, and cycles allowed to stand: none.

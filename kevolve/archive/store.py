@@ -379,6 +379,27 @@ class Store:
         return d
 
     @guarded
+    def best_by_shape(self, op_name: str, backend: str | None,
+                      hardware: str | None = None) -> list[dict]:
+        """best_record per distinct shape the op was searched at (shape buckets: the best
+        kernel for a training batch is not the best for a serving request), in the order
+        the shapes were first evaluated."""
+        best: dict[str, sqlite3.Row] = {}
+        for r in self._latest(*self._where(op_name, backend, hardware)):
+            if r["verdict"] != "ok" or r["time_ms"] is None:
+                continue
+            key = r["shape"] or "{}"
+            if key not in best or r["time_ms"] < best[key]["time_ms"]:
+                best[key] = r
+        out = []
+        for row in best.values():
+            d = result_dict(row)
+            d.update(candidate_id=row["candidate_id"], op=row["op_name"],
+                     trace_json=row["trace_json"])
+            out.append(d)
+        return out
+
+    @guarded
     def fastest(self, op_name: str, backend: str | None, hardware: str | None = None,
                 k: int = 1) -> list[Scored]:
         """The k fastest ok candidates, fastest first, one per distinct generated code."""

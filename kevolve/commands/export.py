@@ -15,7 +15,7 @@ from .archive import db_option, open_archive, require_best, require_op
 
 @click.command("export", short_help="Write the best archived kernel as a PyTorch custom op.",
                help="Write a standalone Python module that registers the best archived kernel "
-               "of OP on a backend as a PyTorch custom op (torch.library; forward only, works "
+               "of OP on a backend as a PyTorch custom op (torch.library; with autograd, works "
                "under torch.compile). The module embeds the trace, the generated source and "
                "the shape it was tuned for; other shapes are lowered on first use through "
                f"kevolve, which must be installed where the module runs. {OP_HELP}")

@@ -1,7 +1,8 @@
 """The PyTorch custom-op module that `kevolve export` writes for an archived best kernel.
 
 The module registers the kernel with `torch.library.custom_op` (plus a fake implementation,
-so it works under torch.compile), forward only. It embeds the trace, the shape it was tuned
+so it works under torch.compile) and autograd (the backward through kevolve.torch's backward
+op for the same op and backend). It embeds the trace, the shape it was tuned
 for and the generated source, and builds kernels through kevolve (which must be installed
 where the module runs): for each shape class it meets, the same trace lowered for that shape
 class, built once per distinct generated code.

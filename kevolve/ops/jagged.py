@@ -62,6 +62,22 @@ def jagged_softmax_op():
     return op("jagged_softmax", inputs=[values, offsets], outputs=[y])
 
 
+def jagged_softmax_backward_op():
+    """d_values[l, d] = y[l, d] * (d_y[l, d] - sum over l's segment of y * d_y): a jagged
+    reduction then a jagged pointwise stage; reads the forward output y."""
+    T, B, D = dims("T B D")
+    y = input("y", (T, D), f32)
+    dy = input("d_y", (T, D), f32)
+    offsets = input("offsets", (B + 1,), i64)
+    b, d = axes("b d", B, D)
+    l = _segment(offsets, b, "l", reduce=False)
+    k = _segment(offsets, b, "k", reduce=True)
+    dot = compute("dot", (b, d), sum_(y[k, d] * dy[k, d], over=k))
+    dv = compute("d_values", (b, l, d), y[l, d] * (dy[l, d] - dot[b, d]), shape=(T, D),
+                 store=(l, d))
+    return op("jagged_softmax_backward", inputs=[y, dy, offsets], outputs=[dv])
+
+
 def jagged_to_padded_dense_op():
     """out[b, j, d] = values[offsets[b] + j, d] for j < length(b), else 0."""
     T, B, D, values, offsets = _jagged_inputs()
@@ -166,7 +182,7 @@ JAGGED_MEAN = OpDef(
 JAGGED_SOFTMAX = OpDef(
     "jagged_softmax", jagged_softmax_op(),
     shapes=_shapes({"B": 1024, "D": 32, "max_len": 512}, {"B": 4096, "D": 32, "max_len": 512}),
-    torch_eager=_softmax_torch, edge_shapes=_EDGES,
+    torch_eager=_softmax_torch, edge_shapes=_EDGES, backward=jagged_softmax_backward_op(),
     doc="y[l, d] = softmax of values[:, d] over l's segment; jagged [T, D] output",
 )
 
