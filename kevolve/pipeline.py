@@ -27,7 +27,7 @@ from .plan.model import Plan
 from .schedule import Schedule, Trace, apply_trace, default_trace
 from .schedule.errors import MoveError
 
-__all__ = ["STAGES", "Lowered", "Compiled", "as_trace", "schedule", "lower", "compile",
+__all__ = ["STAGES", "Lowered", "Compiled", "as_trace", "schedule", "lower", "compile", "render",
            "build", "describe"]
 
 STAGES = ("legality", "render", "compile")
@@ -102,9 +102,14 @@ def compile(op: Op, trace, dims: dict[str, int], backend: Backend,
             on_stage: OnStage = None) -> Compiled:
     """`lower`, then the backend renders the plan to source."""
     lowered = lower(op, trace, dims, backend, on_stage)
+    return Compiled(lowered, render(lowered.plan, backend, on_stage))
+
+
+def render(plan, backend: Backend, on_stage: OnStage = None) -> KernelSource:
+    """The source a plan that `lower` already checked renders to (a proposer that dedups
+    its proposals by source has the plan in hand and need not lower it again)."""
     with _stage("render", on_stage):
-        src = backend.render(lowered.plan)
-    return Compiled(lowered, src)
+        return backend.render(plan)
 
 
 def build(compiled: Compiled | KernelSource, backend: Backend, cache: dict | None = None,

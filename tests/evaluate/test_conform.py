@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,13 +31,28 @@ def todays_share() -> str:
     return f"{datetime.date.today().toordinal() % PARTS}/{PARTS}"
 
 
-@pytest.mark.parametrize("backend,interpret", [("cpu", False), ("triton", True)])
-def test_rotating_share_conforms(backend, interpret):
+def test_rotating_share_conforms_on_cpu():
     names = share(aten.names(), todays_share())
     assert names
-    results = conform_all(names, backend, interpret=interpret)
+    results = conform_all(names, "cpu")
     bad = [f"{r.op}: {r.verdict} at {r.stage}: {r.reason}" for r in results
-           if not r.ok and r.op not in KNOWN.get(backend, {})]
+           if not r.ok and r.op not in KNOWN.get("cpu", {})]
+    assert not bad, "\n".join(bad)
+
+
+def test_rotating_share_conforms_on_the_triton_interpreter():
+    """In a fresh process: Triton reads TRITON_INTERPRET once, when it is first imported,
+    and another test of this worker may have imported it with the interpreter off."""
+    names = share(aten.names(), todays_share())
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    out = subprocess.run([sys.executable, "-m", "kevolve", "conform", "--backend", "triton",
+                          "--interpret", "--ops", ",".join(names), "--json"],
+                         capture_output=True, text=True, env=env, timeout=1800)
+    assert out.returncode in (0, 1), out.stderr
+    rows = json.loads(out.stdout)["results"]
+    assert len(rows) == len(names)
+    bad = [f"{r['op']}: {r['verdict']}: {r['reason']}" for r in rows
+           if r["verdict"] != "pass" and r["op"] not in KNOWN.get("triton", {})]
     assert not bad, "\n".join(bad)
 
 

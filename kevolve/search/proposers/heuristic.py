@@ -28,6 +28,7 @@ import hashlib
 import random
 from collections import Counter
 
+from ... import pipeline
 from ...backends.usage import resident_programs
 from ...ops import resolve
 from ...schedule import MoveError, Trace
@@ -79,7 +80,7 @@ class HeuristicProposer(Proposer):
         if not self.dedup_source or be is None or plan is None:
             return None
         try:
-            src = be.render(plan)
+            src = pipeline.render(plan, be)
         except Exception:  # the worker reports render failures; here it only dedups
             return None
         launch = repr(src.meta.get("launch")) if isinstance(src.meta, dict) else ""
