@@ -133,7 +133,9 @@ def test_kill_9_mid_run_then_resume(tmp_path):
     after = results(db)
     assert after[: len(before)] == before  # nothing that was committed is lost or changed
     one_result_per_candidate(db)  # nothing evaluated twice, the in-flight one included
-    assert len(after) == total and summ["evaluated"] + summ["reused"] >= total - len(before)
+    # the budget is spent; a proposal whose code was already measured reuses that result
+    # (its own row, no budget), so there may be more rows than the budget
+    assert len(after) >= total and summ["evaluated"] + summ["reused"] >= total - len(before)
     # the one in flight at the kill lost its evaluation; --resume evaluated it first
     assert read(db, "SELECT count(*) FROM candidates c WHERE NOT EXISTS (SELECT 1 FROM "
                     "results r WHERE r.candidate_id = c.id)") == [(0,)]
