@@ -56,6 +56,13 @@ class Reply:
     state: Any = None  # the transport's own, to send the turn back (anthropic: blocks)
     latency_s: float = 0.0
 
+    def take(self, obj, problem: dict | None) -> None:
+        """One parsed answer (json_object's pair): kept as an answer, or its problem."""
+        if problem:
+            self.problems.append(problem)
+        else:
+            self.answers.append(obj)
+
 
 def approx_tokens(text: str) -> int:
     """About 4 characters a token: a count for transports that report none."""
@@ -256,11 +263,7 @@ class OpenAITransport:
         reply = Reply(text=text, model=data.get("model") or self.model, latency_s=latency,
                       tokens_in=int(usage.get("prompt_tokens") or 0),
                       tokens_out=int(usage.get("completion_tokens") or 0))
-        obj, problem = json_object(text)
-        if problem:
-            reply.problems.append(problem)
-        else:
-            reply.answers.append(obj)
+        reply.take(*json_object(text))
         return reply
 
 
@@ -309,10 +312,7 @@ class CommandTransport:
         usage = usage if isinstance(usage, dict) else {}
         reply.tokens_in = int(usage.get("input_tokens") or approx_tokens(stdin))
         reply.tokens_out = int(usage.get("output_tokens") or approx_tokens(p.stdout))
-        if problem:
-            reply.problems.append(problem)
-        else:
-            reply.answers.append(obj)
+        reply.take(obj, problem)
         return reply
 
 
@@ -366,10 +366,8 @@ class RecordedTransport:
                 reply.problems.append({"move_index": None, "code": "answer.no_tool_call",
                                        "message": "the recorded answer called no tool",
                                        "hint": ""})
-        elif problem:
-            reply.problems.append(problem)
         else:
-            reply.answers.append(obj)
+            reply.take(obj, problem)
         return reply
 
 
