@@ -44,6 +44,60 @@ ADD_RMSNORM = define(op("add_rmsnorm", inputs=[x, res, w], outputs=[y]),
                      presets=SIZES, reference=_add_rmsnorm,
                      doc="y = rmsnorm(x + residual) * weight")
 
+# -- residual add + RMSNorm, returning the new residual too (two outputs, one kernel) ------
+# A transformer block keeps h = x + residual for the next block's residual and normalizes
+# it: both are outputs. The default schedule computes h in y's program and stores it from
+# there (compute_at on an output), so x and residual are read once for both.
+M, N = dims("M N")
+x = input("x", (M, N), f32)
+res = input("residual", (M, N), f32)
+w = input("weight", (N,), f32)
+i, j = axes("i j", M, N)
+k = reduce_axis("k", N)
+h = compute("h", (i, j), x[i, j] + res[i, j])
+ms = compute("ms", (i,), sum_(h[i, k] * h[i, k], over=k) / cast(N, f32))
+y = compute("y", (i, j), h[i, j] * rsqrt(ms[i] + 1e-6) * w[j])
+
+
+def _fused_add_rmsnorm(t, p):
+    import torch
+
+    h = t["x"] + t["residual"]
+    return h, h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * t["weight"]
+
+
+FUSED_ADD_RMSNORM = define(op("fused_add_rmsnorm", inputs=[x, res, w], outputs=[h, y]),
+                           presets=SIZES, reference=_fused_add_rmsnorm,
+                           doc="h = x + residual; y = rmsnorm(h) * weight (both returned)")
+
+# -- LayerNorm returning its statistics (mean, rstd, y), as a training forward keeps them ---
+M, N = dims("M N")
+x = input("x", (M, N), f32)
+w = input("weight", (N,), f32)
+b = input("bias", (N,), f32)
+i, j = axes("i j", M, N)
+k = reduce_axis("k", N)
+mean = compute("mean", (i,), sum_(x[i, k], over=k) / cast(N, f32))
+var = compute("var", (i,), sum_((x[i, k] - mean[i]) * (x[i, k] - mean[i]), over=k)
+              / cast(N, f32))
+rstd = compute("rstd", (i,), rsqrt(var[i] + 1e-5))
+y = compute("y", (i, j), (x[i, j] - mean[i]) * rstd[i] * w[j] + b[j])
+
+
+def _layernorm_stats(t, p):
+    import torch
+
+    x = t["x"]
+    mean = x.mean(-1)
+    rstd = torch.rsqrt(x.var(-1, unbiased=False) + 1e-5)
+    y = (x - mean[:, None]) * rstd[:, None] * t["weight"] + t["bias"]
+    return mean, rstd, y
+
+
+LAYERNORM_STATS = define(op("layernorm_stats", inputs=[x, w, b], outputs=[mean, rstd, y]),
+                         presets=SIZES, reference=_layernorm_stats,
+                         doc="y = layernorm(x) * weight + bias, with mean and rstd per row")
+
 # -- residual add + LayerNorm ---------------------------------------------------------------
 M, N = dims("M N")
 x = input("x", (M, N), f32)

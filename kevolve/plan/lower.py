@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..ir import printer
 from ..ir.interp import eval_int
 from ..ir.nodes import (
     Axis,
@@ -69,14 +70,16 @@ def lower(sched: Schedule, dims: dict[str, int]) -> Plan:
             raise MoveError(s.placed_by, "semantics.nested_compute_at", f"{s.name!r} is "
                             f"computed at {s.at[0]!r}, which is not itself a kernel root",
                             "compute both producers at the same root stage")
-    kernels = [_kernel(sched, op, r, [s for s in at if s.at[0] == r.name], bodies, dims)
+    kernels = [_kernel(sched, op, r, [s for s in at if s.at[0] == r.name], bodies, dims,
+                       [x.name for x in roots])
                for r in roots]
     scratch = tuple(r.name for r in roots if r.name not in op.outputs)
     return Plan(op, tuple(kernels), scratch, tuple(sorted(dims.items())))
 
 
 def _kernel(sched: Schedule, op: Op, rs: StageSched, steps_at: list[StageSched],
-            bodies: dict[str, Expr], dims: dict[str, int]) -> KernelPlan:
+            bodies: dict[str, Expr], dims: dict[str, int],
+            kernel_order: list[str]) -> KernelPlan:
     root = op.stage(rs.name)
     guards: list[tuple[Expr, str]] = []
     loops: list[PLoop] = []
@@ -117,8 +120,13 @@ def _kernel(sched: Schedule, op: Op, rs: StageSched, steps_at: list[StageSched],
 
     order = [lp.name for lp in loops]
     steps: list[Step] = []
+    kb = dict(bodies)  # bodies as this program computes them (see _from_registers)
     mapped: dict[str, dict[str, AxisMap]] = {rs.name: maps}
-    for ps in [s for s in sched.stages if s in steps_at]:
+    placed = [s for s in sched.stages if s in steps_at]
+    levels_: dict[str, PLoop] = {}
+    # Consumers first: a producer's axes follow the root's loops through the root or
+    # through a later step that reads it (mean read by var, var by rstd, rstd by y).
+    for ps in reversed(placed):
         prod = op.stage(ps.name)
         level = ps.at[1]
         if level not in order and level not in {lp.name for lp in rs.loops}:
@@ -129,6 +137,8 @@ def _kernel(sched: Schedule, op: Op, rs: StageSched, steps_at: list[StageSched],
             raise MoveError(ps.placed_by, "semantics.compute_at_block", f"{level!r} is a tile "
                             "of the consumer, not a loop", "compute at a grid or outer axis")
         pmap = _producer_map(op, prod, rs.name, mapped, bodies, ps.placed_by)
+        if prod.name in op.outputs:
+            _check_output_space(prod, root, maps, pmap, ps)
         for m in pmap.values():
             for ln in m.loops:
                 lpl = next(x for x in loops if x.name == ln)
@@ -137,13 +147,19 @@ def _kernel(sched: Schedule, op: Op, rs: StageSched, steps_at: list[StageSched],
                                     f" depends on loop {ln!r}, which runs inside {level!r}",
                                     f"compute it at [{rs.name!r}, {ln!r}]")
         mapped[ps.name] = pmap
-        steps.append(_step(ps, prod, bodies, pmap,
-                           None if lvl.role == "grid" else level, loops, dims, rank, False,
-                           root, guards))
+        levels_[ps.name] = lvl
+    for ps in placed:
+        prod, lvl, pmap = op.stage(ps.name), levels_[ps.name], mapped[ps.name]
+        kb[ps.name] = _from_registers(kb[ps.name], ps.name, pmap, steps, mapped, kb, sched)
+        step = _step(ps, prod, kb, pmap, None if lvl.role == "grid" else lvl.name, loops,
+                     dims, rank, False, root, guards)
+        steps.append(replace(step, store_out=prod.name in op.outputs))
     inner_seq = [lp.name for lp in loops if lp.role == "seq"]
-    steps.append(_step(rs, root, bodies, maps, inner_seq[-1] if inner_seq else None, loops,
+    kb[rs.name] = _from_registers(kb[rs.name], rs.name, maps, steps, mapped, kb, sched)
+    steps.append(_step(rs, root, kb, maps, inner_seq[-1] if inner_seq else None, loops,
                        dims, rank, True, root, guards))
-    _check_consumers(op, sched, rs, steps, bodies)
+    _check_consumers(op, sched, rs, steps, bodies, kernel_order)
+    _check_inputs_ready(sched, rs, steps, bodies, kernel_order)
     steps = _fold_online(sched, steps, bodies)
     steps[-1:] = _split_epilogue(rs, root, steps[-1], bodies, maps, loops, dims, rank, guards,
                                  {s.name for s in op.stages})
@@ -227,9 +243,73 @@ def _producer_map(op: Op, prod, root: str, mapped, bodies, idx) -> dict[str, Axi
                        if isinstance(si, AxisRef)}
                 if all(pa.name in got for pa in prod.axes):
                     return {pa.name: _retarget(got[pa.name], pa) for pa in prod.axes}
+    rmap = mapped[root]
+    if prod.name in op.outputs and all(pa.name in rmap for pa in prod.axes):
+        # a sibling output over the root's own axes (apply checked their bounds)
+        return {pa.name: _retarget(rmap[pa.name], pa) for pa in prod.axes}
     raise MoveError(idx, "semantics.compute_at_index", f"no stage computed in {root!r} reads "
                     f"{prod.name!r} at its own axes", "compute it at the stage that reads it "
                     "(or at root)")
+
+
+def _check_output_space(prod: Compute, root: Compute, maps: dict[str, AxisMap],
+                        pmap: dict[str, AxisMap], ps: StageSched) -> None:
+    """An output computed in another stage's program is stored from there: each of its axes
+    must follow one of the root's axes over the same range, or some of its points would
+    never be written (a consumer that reads only part of it) or be written out of range."""
+    for pa in prod.axes:
+        m = pmap[pa.name]
+        ra = next((maps[a.name].axis for a in root.axes if (maps[a.name].loops,
+                   maps[a.name].strides, maps[a.name].fused) == (m.loops, m.strides,
+                                                                 m.fused)), None)
+        if ra is None or (ra.start, ra.extent, ra.max_extent) != \
+                (pa.start, pa.extent, pa.max_extent):
+            where = f"{root.name!r}'s axis {ra.name!r}" if ra is not None else \
+                f"no axis of {root.name!r}"
+            raise MoveError(ps.placed_by, "semantics.output_space", f"compute_at of output "
+                            f"{prod.name!r} at {ps.at[0]!r}: its axis {pa.name!r} follows "
+                            f"{where}, whose range differs, so the program would not store "
+                            f"every point of {prod.name!r} exactly", f"compute {prod.name!r} "
+                            "at a stage that iterates over the same points, or leave it at "
+                            "root")
+
+
+def _from_registers(body: Expr, reader: str, rmap: dict[str, AxisMap], steps: list[Step],
+                    mapped: dict[str, dict[str, AxisMap]], kb: dict[str, Expr],
+                    sched: Schedule) -> Expr:
+    """A step reads an earlier step of its program from registers only where it reads it at
+    the points that step computed (the same loops); elsewhere (over a reduce axis: the
+    sum of squares of a residual that is also stored) a pointwise step is computed again
+    from its inputs, as if inlined. A reducing step read elsewhere cannot be: refused."""
+    earlier = {st.stage.name: st for st in steps}
+    if not earlier:
+        return body
+
+    def fix(n: Expr) -> Expr | None:
+        if not isinstance(n, Load) or n.buffer.name not in earlier:
+            return None
+        prod = earlier[n.buffer.name].stage
+        pm = mapped[prod.name]
+        got = {}
+        for si, li in zip(prod.store_index, n.index):
+            if isinstance(si, AxisRef) and isinstance(li, AxisRef) and li.axis.name in rmap:
+                got[si.axis.name] = rmap[li.axis.name]
+        if all(pa.name in got and (got[pa.name].loops, got[pa.name].strides,
+                                   got[pa.name].fused) == (pm[pa.name].loops,
+                                                           pm[pa.name].strides,
+                                                           pm[pa.name].fused)
+               for pa in prod.axes):
+            return None
+        pbody = kb[prod.name]
+        if prod.store is not None or any(isinstance(x, Reduce) for x in walk(pbody)):
+            raise MoveError(sched.stage(prod.name).placed_by, "semantics.compute_at_index",
+                            f"{reader!r} reads {prod.name!r} as {printer.expr(n)}, not at "
+                            f"the points {prod.name!r} is computed at in this program",
+                            f"leave {prod.name!r} at root, or compute {reader!r} where it "
+                            "reads those points")
+        sub = substitute_axes(pbody, {a.name: i for a, i in zip(prod.axes, n.index)})
+        return rebuild(sub, fix)
+    return rebuild(body, fix)
 
 
 def _retarget(m: AxisMap, a: Axis) -> AxisMap:
@@ -401,21 +481,58 @@ def _reuse_pos(a: Axis, root, loops: list[PLoop], used: set[int], dims) -> int |
     return None
 
 
-def _check_consumers(op: Op, sched: Schedule, rs: StageSched, steps: list[Step], bodies):
-    """Every reader of a computed-at producer must be computed in the same program, later."""
+def _check_consumers(op: Op, sched: Schedule, rs: StageSched, steps: list[Step], bodies,
+                     kernel_order: list[str]):
+    """Every reader of a computed-at producer must be computed in the same program, later;
+    an output computed there may also be read from memory by a kernel launched later."""
     names = [s.stage.name for s in steps]
+    later = kernel_order[kernel_order.index(rs.name) + 1:]
     for k, st in enumerate(steps[:-1]):
         ss = sched.stage(st.stage.name)
         for other in sched.stages:
             if other.placement == "inline" or other.name == st.stage.name:
                 continue
             if _reads(bodies[other.name], st.stage.name):
+                host = other.at[0] if other.placement == "at" else other.name
+                if st.stage.name in op.outputs and host in later:
+                    continue
                 if other.name not in names[k + 1:]:
                     raise MoveError(ss.placed_by, "semantics.compute_at_consumer",
                                     f"{other.name!r} reads {st.stage.name!r} but is not "
                                     f"computed after it in {rs.name!r}'s program",
                                     f"compute {other.name!r} at {rs.name!r} too, or leave "
                                     f"{st.stage.name!r} at root")
+
+
+def _check_inputs_ready(sched: Schedule, rs: StageSched, steps: list[Step], bodies,
+                        kernel_order: list[str]) -> None:
+    """A stage computed in this program reads other stages from memory only once a kernel
+    launched earlier has written them (an output computed beside a stage that comes before
+    it: softmax's y in e's program would read s before s's kernel ran)."""
+    mine = kernel_order.index(rs.name)
+    for st in steps:
+        for ld in walk(bodies[st.stage.name]):
+            if not isinstance(ld, Load):
+                continue
+            try:
+                q = sched.stage(ld.buffer.name)
+            except KeyError:
+                continue  # an input
+            host = q.at[0] if q.placement == "at" else q.name
+            if q.placement == "inline" or host == rs.name and q.name != rs.name or \
+                    q.name == st.stage.name or q.placement == "at" and \
+                    q.name not in sched.op.outputs:  # _check_consumers' business
+                continue
+            if kernel_order.index(host) > mine or q.name == rs.name and not st.is_root:
+                # blame the move that put the reader here, or the one that put q later
+                blame = sched.stage(st.stage.name).placed_by if q.placement == "root" \
+                    else q.placed_by
+                raise MoveError(blame, "semantics.compute_at_order", f"{st.stage.name!r}"
+                                f" is computed in the program of {rs.name!r} but "
+                                f"reads {q.name!r}, which is computed after it (in the "
+                                f"kernel of {host!r})",
+                                f"compute {st.stage.name!r} at a stage that comes after "
+                                f"{q.name!r}, or leave it at root")
 
 
 def _fold_online(sched: Schedule, steps: list[Step], bodies) -> list[Step]:
@@ -436,6 +553,11 @@ def _fold_online(sched: Schedule, steps: list[Step], bodies) -> list[Step]:
             raise MoveError(idx, "semantics.online", f"{st.stage.name!r} is not "
                             "sum_(exp(x - m)) with m a max computed in the same program",
                             "compute the max stage at the same consumer, then use online")
+        if mstep.store_out:
+            raise MoveError(idx, "semantics.online", f"the max {mx!r} is an output stored "
+                            f"from this program; an online {st.stage.name!r} folds it into "
+                            "a running max that is never final per chunk",
+                            f"use looped for {st.stage.name!r}, or leave {mx!r} at root")
         ren = {a.name: AxisRef(b) for a, b in zip(mstep.body.axes, r.axes)}
         if len(mstep.body.axes) != len(r.axes) or \
                 substitute_axes(mstep.body.body, ren) != inner.x.a or mstep.level != st.level:

@@ -52,6 +52,7 @@ class Step:
     prefetch: tuple[tuple[str, int], ...] = ()  # (buffer, distance): gathers to fetch ahead
     caches: tuple[tuple[str, str, str], ...] = ()  # (buffer, scope, copy) from cache moves
     store_parts: int = 1  # pieces of a bulk write of the output (its own cache's parts)
+    store_out: bool = False  # computed at the root and also written to its own output
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,11 @@ class KernelPlan:
     @property
     def grid(self) -> tuple[PLoop, ...]:
         return tuple(lp for lp in self.loops if lp.role == "grid")
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        """The buffers this kernel writes: the root's, then every output computed in it."""
+        return tuple(st.stage.out.name for st in self.steps if st.is_root or st.store_out)
 
 
 @dataclass(frozen=True)

@@ -260,7 +260,8 @@ def _placeable(op: Op, st: StageSched, i: int) -> None:
 
 
 def _compute_at(op: Op, st: StageSched, d: dict, i: int) -> StageSched:
-    _placeable(op, st, i)
+    if st.name not in op.outputs:
+        _placeable(op, st, i)
     cons, ax = d["at"]
     if cons == st.name:
         raise MoveError(i, "semantics.compute_at_self", "a stage cannot be computed at itself",
@@ -269,8 +270,11 @@ def _compute_at(op: Op, st: StageSched, d: dict, i: int) -> StageSched:
         c = op.stage(cons)
     except KeyError:
         raise MoveError(i, "schema.unknown_stage", f"no stage {cons!r}", "") from None
-    if not any(isinstance(n, Load) and n.buffer.name == st.name for n in walk_stage(c)) and \
-            not _reads_through_inline(op, c, st.name):
+    reads = any(isinstance(n, Load) and n.buffer.name == st.name for n in walk_stage(c)) or \
+        _reads_through_inline(op, c, st.name)
+    if not reads and st.name in op.outputs:
+        _sibling(op, op.stage(st.name), c, i)
+    elif not reads:
         raise MoveError(i, "semantics.not_consumer", f"{cons!r} does not read {st.name!r}",
                         f"consumers: {', '.join(x.name for x in op.consumers(st.name))}")
     for n in walk_stage(c):
@@ -278,11 +282,41 @@ def _compute_at(op: Op, st: StageSched, d: dict, i: int) -> StageSched:
             names = [x.axis.name for x in n.index if isinstance(x, AxisRef)]
             if len(names) != len(n.index) or len(set(names)) != len(names) or \
                     any(c.axis(x).kind != "spatial" for x in names):
+                if st.name in op.outputs:
+                    raise MoveError(i, "semantics.output_space", f"compute_at of output "
+                                    f"{st.name!r} at {cons!r}: {cons!r} reads it at "
+                                    f"[{', '.join(_idx(x) for x in n.index)}], over its "
+                                    "reduce axes or at computed indices, so its programs "
+                                    f"do not iterate over {st.name!r}'s points",
+                                    f"compute {st.name!r} at a stage that reads it at its "
+                                    "own spatial axes, or leave it at root")
                 raise MoveError(i, "semantics.compute_at_index", f"{cons!r} reads "
                                 f"{st.name!r} at computed indices", "compute_at needs the "
                                 "consumer to read the producer at its own spatial axes; "
                                 "leave the producer at root")
     return replace(st, placement="at", at=(cons, ax), placed_by=i)
+
+
+def _idx(e) -> str:
+    return e.axis.name if isinstance(e, AxisRef) else "..."
+
+
+def _sibling(op: Op, prod, c, i: int) -> None:
+    """An output computed at a stage that does not read it (a sibling output over the same
+    points): each of its axes must be an axis of that stage, same name and same bounds."""
+    for a in prod.axes:
+        try:
+            b = c.axis(a.name)
+        except KeyError:
+            b = None
+        if b is None or b.kind != "spatial" or (a.start, a.extent, a.max_extent) != \
+                (b.start, b.extent, b.max_extent):
+            raise MoveError(i, "semantics.output_space", f"compute_at of output "
+                            f"{prod.name!r} at {c.name!r}: {c.name!r} does not read it, and "
+                            f"its axes do not cover {prod.name!r}'s axis {a.name!r} with the "
+                            "same bounds, so its programs would not store every point",
+                            f"compute {prod.name!r} at a stage whose spatial axes are "
+                            f"{', '.join(x.name for x in prod.axes)} with the same bounds")
 
 
 def _reads_through_inline(op: Op, c, name: str) -> bool:

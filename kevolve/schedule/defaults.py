@@ -125,12 +125,16 @@ def _read_axes(reader: Compute, body, name: str) -> list[str] | None:
 
 
 def _placements(op: Op, inline: set[str], eff) -> dict[str, str]:
-    """Each non-output, non-inlined stage -> the root it is computed at ('' for root).
-    It goes into a consumer's program only when that consumer reads it at its own spatial
-    axes (apply and lowering refuse anything else) and every reader runs there after it."""
+    """Each non-inlined stage but the last output -> the root it is computed at ('' for
+    root). It goes into a consumer's program only when that consumer reads it at its own
+    spatial axes (apply and lowering refuse anything else) and every reader runs there after
+    it. An output goes there too (and is stored from there: several outputs, one kernel)
+    when that consumer's axes range over all of its points, and, if it reduces, every
+    reader reads it at the points the program computed (a pointwise one is recomputed for
+    the others, as if inlined)."""
     place: dict[str, str] = {}
     for s in reversed(op.stages):
-        if s.name in op.outputs or s.name in inline:
+        if s.name in inline or s.name in op.outputs and not op.consumers(s.name):
             continue
         readers = [c for c in op.stages if c.name not in inline and c.name != s.name and
                    any(isinstance(n, Load) and n.buffer.name == s.name
@@ -145,12 +149,40 @@ def _placements(op: Op, inline: set[str], eff) -> dict[str, str]:
         direct = any(isinstance(n, Load) and n.buffer.name == s.name for n in walk_stage(host))
         through = any(isinstance(n, Load) and n.buffer.name == s.name
                       for p in op.producers(host) for n in walk_stage(p))
-        if not (direct or through) or _read_axes(host, eff[host.name], s.name) is None:
+        # the program's stages that read it at their own axes (the host, or a stage
+        # computed there that reads it: var reads mean, rstd reads var, y reads rstd)
+        via = [c for c in [host] + [c for c in readers if place.get(c.name) == host.name]
+               if _read_axes(c, eff[c.name], s.name) is not None]
+        if not (direct or through) or not via:
             continue
         if direct and _read_axes(host, host.body, s.name) is None:
             continue
+        if any(isinstance(n, Reduce) for n in walk(s.body)) and any(
+                _read_axes(c, eff[c.name], s.name) is None for c in readers):
+            continue  # read elsewhere too: only a pointwise stage is recomputed there
+        if s.name in op.outputs and not _covers(s, host, via[0], eff):
+            continue
         place[s.name] = host.name
     return place
+
+
+def _covers(s: Compute, host: Compute, c: Compute, eff) -> bool:
+    """Output `s` computed in `host`'s program writes each of its points exactly when the
+    stage `c` it is mapped through reads it at axes over the same ranges as its own, and
+    those are axes of the host too."""
+    read = _read_axes(c, eff[c.name], s.name)
+    if read is None or len(read) != len(s.axes):
+        return False
+    for a, name in zip(s.axes, read):
+        b = c.axis(name)
+        try:
+            hb = host.axis(name)
+        except KeyError:
+            return False
+        if not (a.start, a.extent, a.max_extent) == (b.start, b.extent, b.max_extent) == \
+                (hb.start, hb.extent, hb.max_extent):
+            return False
+    return True
 
 
 def default_trace(op: Op, dims: dict[str, int] | None = None) -> Trace:
@@ -160,7 +192,8 @@ def default_trace(op: Op, dims: dict[str, int] | None = None) -> Trace:
               and not any(isinstance(n, Reduce) for n in walk(s.body))}
     eff = _effective(op, inline)
     place = _placements(op, inline, eff)
-    roots = [s for s in op.stages if s.name in op.outputs or place.get(s.name) == ""]
+    roots = [s for s in op.stages if place.get(s.name, s.name) == ""
+             or s.name in op.outputs and s.name not in place]
     for r in roots:
         guests = [op.stage(n) for n, h in place.items() if h == r.name]
         guests.sort(key=lambda s: op.stages.index(s))
@@ -301,7 +334,7 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
     moves += [{**m, "_k": (0,)} for m in own_moves]
     order = grid + [outer[a.name] for a in ax if a.name in outer]
     for g in guests:
-        read = _read_axes(r, eff[rname], g.name)
+        read = _root_read(r, g, guests, eff)
         deps = [outer[x] for x in read if x in outer]
         level = max(deps + grid[-1:], key=order.index)  # grid or split loop: one exists
         k = (2, op.stages.index(g))
@@ -320,6 +353,20 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
         width *= tiles.get(a.name, 1)
     if red_own > 1 or not _bare_contraction(r.body):
         _split_reduces(r, width, tiles, moves, dec, dims, (4,))
+
+
+def _root_read(r: Compute, g: Compute, guests: list[Compute], eff) -> list[str]:
+    """The root's axes that guest `g`'s axes follow: where the root reads it, or where a
+    guest that reads it does, mapped on to the root in turn."""
+    read = _read_axes(r, eff[r.name], g.name)
+    if read is not None:
+        return read
+    for c in guests:
+        got = _read_axes(c, eff[c.name], g.name) if c is not g else None
+        if got is not None:
+            cread = dict(zip((a.name for a in c.axes), _root_read(r, c, guests, eff)))
+            return [cread[x] for x in got]
+    return []
 
 
 def _decide(dec: dict, key: str, value: int, stage: str) -> str:

@@ -5,15 +5,29 @@ two softmaxes folded online in one program), and backends that only declare caps
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 
 from kevolve import ops
 from kevolve.backends.base import Backend, Caps
-from kevolve.ir.builder import axes, compute, dims, exp, f32, input, max_, op, reduce_axis, sum_
+from kevolve.ir.builder import (
+    axes,
+    axis,
+    compute,
+    dims,
+    exp,
+    f32,
+    input,
+    max_,
+    op,
+    reduce_axis,
+    sum_,
+)
 from kevolve.ir.interp import bind_dims
 from kevolve.ir.nodes import Op
 from kevolve.plan.model import Plan
 
 LIBRARY = tuple(ops.names())
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @cache
@@ -52,9 +66,32 @@ def _two_softmax() -> Op:
     return op("two_softmax", inputs=[x, z], outputs=[y])
 
 
+def _part_out() -> Op:
+    """Two outputs: `y` reads `h` at its own axes, but only its first N - 1 columns."""
+    M, N = dims("M N")
+    x = input("x", (M, N), f32)
+    i, j = axes("i j", M, N)
+    jj = axis("jj", N - 1)
+    h = compute("h", (i, j), x[i, j] * 2.0)
+    y = compute("y", (i, jj), h[i, jj] + 1.0)
+    return op("part_out", inputs=[x], outputs=[h, y])
+
+
+def _example(ref: str) -> tuple[Op, dict[str, int]]:
+    """A spec file under examples/ at its small preset."""
+    d = ops.resolve(str(EXAMPLES / ref))
+    case = d.case("small")
+    o = d.op_for("small")
+    return o, bind_dims(o, case.inputs, case.params)
+
+
 EXTRA: dict[str, tuple[Op, dict[str, int]]] = {
     "tstore": (_transposed_store(), {"M": 3, "N": 5}),
     "two_softmax": (_two_softmax(), {"M": 4, "N": 64}),
+    # several outputs in one kernel (compute_at of an output)
+    "fused_add_rmsnorm": _example("norms.py:FUSED_ADD_RMSNORM"),
+    "layernorm_stats": _example("norms.py:LAYERNORM_STATS"),
+    "part_out": (_part_out(), {"M": 3, "N": 5}),
 }
 ALL = LIBRARY + tuple(EXTRA)
 
@@ -76,8 +113,10 @@ GPU_LIKE = CapsOnly("triton", Caps("cuda", max_tile_elems=1 << 17, max_warps=32,
 
 def check_plan_shape(plan: Plan) -> None:
     """Structural invariants every lowered plan keeps, whatever the schedule."""
-    roots = {k.root.name for k in plan.kernels}
-    assert set(plan.op.outputs) <= roots
+    written = [b for k in plan.kernels for b in k.writes]  # roots and outputs stored beside
+    assert set(plan.op.outputs) <= set(written) and len(written) == len(set(written))
+    assert all(s.stage.name in plan.op.outputs for k in plan.kernels for s in k.steps
+               if s.store_out)
     for k in plan.kernels:
         names = [s.stage.name for s in k.steps]
         assert len(names) == len(set(names)), names

@@ -36,7 +36,8 @@ def loop_text(lp: PLoop) -> str:
 
 def summary(plan: Plan) -> str:
     """Kernels with their loops (grid, seq, block[size]@layout position), the steps each
-    program computes (strategy, the seq loop it sits in, its own reduce loops), launch hints
+    program computes (strategy, the seq loop it sits in, its own reduce loops, whether an
+    output computed there is stored too), launch hints
     and the shape-class guards checked at launch."""
     out = []
     for k in plan.kernels:
@@ -48,6 +49,8 @@ def summary(plan: Plan) -> str:
             line += ", at top" if st.level is None else f", in {st.level}"
             if st.reduce_loops:
                 line += ", over " + " ".join(loop_text(lp) for lp in st.reduce_loops)
+            if st.store_out:
+                line += ", stored"
             out.append(line)
         hints = [f"{n}={v}" for n, v in (("num_warps", k.num_warps),
                                           ("num_stages", k.num_stages),
@@ -64,6 +67,8 @@ def _trace(body: str) -> Trace:
 
 def _gpu_dims(name: str) -> dict[str, int] | None:
     op, dims = small(name)
+    if name not in ops.names():
+        return None
     gpu = ops.get(name).shapes.get("gpu", {})
     want = {k: v for k, v in gpu.items() if isinstance(v, int)}
     return want if set(want) == set(dims) else None

@@ -130,6 +130,19 @@ CASES = [
                  {"m": "compute_at", "stage": "s", "at": ["y", "i"]},
                  {"m": "reduction", "stage": "s", "strategy": "online"}], 3,
      "semantics.online"),  # the max is not computed in the same program
+    # -- outputs computed in another stage's program (several outputs, one kernel) -------
+    ("fused_add_rmsnorm", [{"m": "compute_at", "stage": "h", "at": ["ms", "i"]}], 0,
+     "semantics.output_space"),  # ms reads h over its reduce axis k: a reduce mismatch
+    ("softmax", [{"m": "compute_at", "stage": "y", "at": ["mx", "i"]}], 0,
+     "semantics.output_space"),  # a sibling without y's axis j
+    ("part_out", [{"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+                  {"m": "compute_at", "stage": "h", "at": ["y", "i"]}], 1,
+     "semantics.output_space"),  # y covers N - 1 of h's N columns
+    ("softmax", [{"m": "bind", "stage": "e", "axis": "i", "to": "grid"},
+                 {"m": "compute_at", "stage": "y", "at": ["e", "i"]}], 1,
+     "semantics.compute_at_order"),  # y reads e, the root computed after it
+    ("layernorm_stats", [B_Y_I, {"m": "compute_at", "stage": "mean", "at": ["y", "i"]}], 1,
+     "semantics.compute_at_order"),  # var (a kernel before y's) reads mean
     ("softmax", [{"m": "fuse", "stage": "y", "axes": ["i", "j"]}], None, "backend.fused_loop"),
     ("softmax", [{"m": "reduction", "stage": "s", "strategy": "split", "factor": 4}], 0,
      "backend.split_reduction"),

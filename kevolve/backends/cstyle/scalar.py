@@ -182,6 +182,8 @@ class ScalarEmitter(KernelWalk):
             return
         body.append(Assign(f"{name}[{idx}]" if size else name, val))
         pctx.locals[st.stage.name] = f"{name}[{idx}]" if size else name
+        if st.store_out:  # an output computed here: stored as well as kept
+            self.store(st, f"{name}[{idx}]" if size else name, vctx, body)
 
     def reduce_inner(self, st: Step, r: Reduce) -> bool:
         """Accumulate per point with the reduce loop innermost (dot-product order) unless a

@@ -210,7 +210,7 @@ class MtiaBackend(Backend):
 
 def _footprint(k: KernelPlan, dims: dict[str, int]) -> int:
     """Bytes of every buffer a kernel reads or writes."""
-    bufs = {st.stage.out.name: st.stage.out for st in k.steps if st.is_root}
+    bufs = {st.stage.out.name: st.stage.out for st in k.steps if st.is_root or st.store_out}
     for st in k.steps:
         for n in walk(st.body):
             if isinstance(n, Load):
@@ -218,7 +218,7 @@ def _footprint(k: KernelPlan, dims: dict[str, int]) -> int:
         for a in st.stage.axes + st.stage.reduce_axes:
             for e in (a.start, a.extent):
                 bufs.update({n.buffer.name: n.buffer for n in walk(e) if isinstance(n, Load)})
-    locals_ = {st.stage.name for st in k.steps if not st.is_root}
+    locals_ = {st.stage.name for st in k.steps if not st.is_root and not st.store_out}
     return sum(math.prod(eval_int(d, dims) for d in b.shape) * DEVICE_BYTES[b.dtype.name]
                for n, b in bufs.items() if n not in locals_)
 

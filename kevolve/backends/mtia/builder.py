@@ -173,7 +173,8 @@ class MtiaEmitter(ScalarEmitter):
     # -- steps ----------------------------------------------------------------------------
     def step(self, st: Step, pctx: Ctx, out: list) -> None:
         self._step = st.stage.name
-        if st.is_root or not isinstance(st.body, Reduce) or st.strategy == "online":
+        if st.is_root or st.store_out or not isinstance(st.body, Reduce) or \
+                st.strategy == "online":
             super().step(st, pctx, out)
             return
         # A stage that is one reduction keeps its value in the accumulator (no copy).

@@ -72,7 +72,7 @@ class Stager:
         self.inserts: dict[tuple[int, int], list[Dma]] = {}  # (list, index) -> DMAs
         self.lists: dict[int, list] = {}
         self.resolved: dict[int, tuple[Tile, dict[str, int]] | None] = {}
-        self.kernel_outputs = {s.stage.out.name for s in b.k.steps if s.is_root}
+        self.kernel_outputs = set(b.k.writes)
         self.n = 0
 
     def run(self) -> ProgramText:

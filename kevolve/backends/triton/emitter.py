@@ -269,6 +269,8 @@ class KernelWriter:
             v = f"val_{st.stage.name}"
             self.w(f"{v} = {val}")
             pctx.locals[st.stage.name] = v
+            if st.store_out:  # an output computed here: stored as well as kept
+                self.store(st, v, ctx)
 
     def spatial_shape(self, st: Step) -> list[int]:
         shape = [1] * self.k.rank

@@ -172,6 +172,10 @@ class GpuEmitter(ScalarEmitter):
         name = f"val_{st.stage.name}"
         out.append(Decl(name, "f32", val))
         pctx.locals[st.stage.name] = name
+        if st.store_out:  # an output computed here: thread 0 stores it too
+            body = []
+            out.append(If("tid == 0", body))
+            self.store(st, name, ctx, body)
 
     def owned_step(self, st: Step, pctx: Ctx, out: list, reds, S: int, vs=None) -> None:
         """Each thread owns whole points (flat = tid + it * T) and reduces them itself
@@ -273,6 +277,8 @@ class GpuEmitter(ScalarEmitter):
         name = f"val_{st.stage.name}"
         self.shared_array(name, "float", size)
         body.append(Assign(f"{name}[{idx}]", val))
+        if st.store_out:  # an output computed here: stored as well as kept
+            self.store(st, f"{name}[{idx}]", ctx, body)
         if st.online_max:  # the folded max is read by later steps too
             mname = f"val_{st.online_max}"
             self.shared_array(mname, "float", size)

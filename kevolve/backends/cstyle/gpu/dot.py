@@ -66,6 +66,8 @@ class DotBuilder:
             raise _Fallback("no single dot step")
         dot = dots[0]
         root = k.steps[-1]
+        if any(st.store_out for st in k.steps):
+            raise _Fallback("an output computed beside the root")
         if dot.is_root:
             if len(k.steps) != 1:
                 raise _Fallback("other steps beside the dot")

@@ -416,6 +416,8 @@ class Vectors:
             name = f"val_{st.stage.name}"
             b.shared_array(name, "float", size)
             lane.append(Assign(f"{name}[{idx}]", val))
+            if st.store_out:  # an output computed here: stored as well as kept
+                b.store(st, f"{name}[{idx}]", lctx, lane)
             pctx.locals[st.stage.name] = f"{name}[{idx}]"
             out.append(Line(b.lang.barrier))
             return
