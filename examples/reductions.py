@@ -44,6 +44,25 @@ y = compute("y", (i,), sum_((x[i, k] - mean[i]) * (x[i, k] - mean[i]), over=k)
 ROW_VAR = define(op("row_var", inputs=[x], outputs=[y]), presets=SIZES,
                  reference="torch.var(dim=-1, correction=0)", doc="y[i] = var(x[i, :])")
 
+# -- row sum and sum of squares: two sibling outputs over the same rows, one kernel ----------
+# Neither output reads the other; the default schedule computes `s` in `q`'s program
+# (compute_at of an output at a sibling with its axes), so x is read once for both.
+M, N = dims("M N")
+x = input("x", (M, N), f32)
+i = axis("i", M)
+k = reduce_axis("k", N)
+s = compute("s", (i,), sum_(x[i, k], over=k))
+q = compute("q", (i,), sum_(x[i, k] * x[i, k], over=k))
+
+
+def _row_moments(t, p):
+    x = t["x"]
+    return x.sum(-1), (x * x).sum(-1)
+
+
+ROW_MOMENTS = define(op("row_moments", inputs=[x], outputs=[s, q]), presets=SIZES,
+                     reference=_row_moments, doc="s[i] = sum_j x[i, j]; q[i] = sum_j x[i, j]^2")
+
 # -- largest magnitude of each row (an absmax for quantization scales) ----------------------
 M, N = dims("M N")
 x = input("x", (M, N), f32)

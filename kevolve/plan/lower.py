@@ -264,7 +264,7 @@ def _check_output_space(prod: Compute, root: Compute, maps: dict[str, AxisMap],
                                                                  m.fused)), None)
         if ra is None or (ra.start, ra.extent, ra.max_extent) != \
                 (pa.start, pa.extent, pa.max_extent):
-            where = f"{root.name!r}'s axis {ra.name!r}" if ra is not None else \
+            where = f"axis {ra.name!r} of {root.name!r}" if ra is not None else \
                 f"no axis of {root.name!r}"
             raise MoveError(ps.placed_by, "semantics.output_space", f"compute_at of output "
                             f"{prod.name!r} at {ps.at[0]!r}: its axis {pa.name!r} follows "

@@ -287,7 +287,7 @@ def _compute_at(op: Op, st: StageSched, d: dict, i: int) -> StageSched:
                                     f"{st.name!r} at {cons!r}: {cons!r} reads it at "
                                     f"[{', '.join(_idx(x) for x in n.index)}], over its "
                                     "reduce axes or at computed indices, so its programs "
-                                    f"do not iterate over {st.name!r}'s points",
+                                    f"do not iterate over the points of {st.name!r}",
                                     f"compute {st.name!r} at a stage that reads it at its "
                                     "own spatial axes, or leave it at root")
                 raise MoveError(i, "semantics.compute_at_index", f"{cons!r} reads "
@@ -313,7 +313,7 @@ def _sibling(op: Op, prod, c, i: int) -> None:
                 (b.start, b.extent, b.max_extent):
             raise MoveError(i, "semantics.output_space", f"compute_at of output "
                             f"{prod.name!r} at {c.name!r}: {c.name!r} does not read it, and "
-                            f"its axes do not cover {prod.name!r}'s axis {a.name!r} with the "
+                            f"its axes do not cover axis {a.name!r} of {prod.name!r} with the "
                             "same bounds, so its programs would not store every point",
                             f"compute {prod.name!r} at a stage whose spatial axes are "
                             f"{', '.join(x.name for x in prod.axes)} with the same bounds")

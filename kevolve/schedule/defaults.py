@@ -134,7 +134,12 @@ def _placements(op: Op, inline: set[str], eff) -> dict[str, str]:
     the others, as if inlined)."""
     place: dict[str, str] = {}
     for s in reversed(op.stages):
-        if s.name in inline or s.name in op.outputs and not op.consumers(s.name):
+        if s.name in inline:
+            continue
+        if s.name in op.outputs and not op.consumers(s.name):
+            sib = _sibling(op, s, place)
+            if sib is not None:
+                place[s.name] = sib
             continue
         readers = [c for c in op.stages if c.name not in inline and c.name != s.name and
                    any(isinstance(n, Load) and n.buffer.name == s.name
@@ -164,6 +169,27 @@ def _placements(op: Op, inline: set[str], eff) -> dict[str, str]:
             continue
         place[s.name] = host.name
     return place
+
+
+def _sibling(op: Op, s: Compute, place: dict[str, str]) -> str | None:
+    """The root of a later output that no stage reads and that has each of `s`'s axes
+    (same names, same bounds): `s` computed in its program shares its loops (row_moments'
+    sum and sum of squares). None without one."""
+    if not s.axes or s.store is not None:
+        return None
+    later = op.stages[op.stages.index(s) + 1:]
+    for c in reversed(later):
+        if c.name not in op.outputs or op.consumers(c.name) or c.name in place \
+                or c.store is not None:
+            continue
+        names = {a.name: a for a in c.axes}
+        if [a.name for a in c.axes] == [a.name for a in s.axes] and all(
+                (a.start, a.extent, a.max_extent) == (names[a.name].start,
+                                                      names[a.name].extent,
+                                                      names[a.name].max_extent)
+                for a in s.axes):
+            return c.name
+    return None
 
 
 def _covers(s: Compute, host: Compute, c: Compute, eff) -> bool:
@@ -361,6 +387,9 @@ def _root_read(r: Compute, g: Compute, guests: list[Compute], eff) -> list[str]:
     read = _read_axes(r, eff[r.name], g.name)
     if read is not None:
         return read
+    if g.name not in (n.buffer.name for c in [r, *guests] for n in walk(eff[c.name])
+                      if isinstance(n, Load)):
+        return [a.name for a in g.axes]  # a sibling output: the root's axes, by name
     for c in guests:
         got = _read_axes(c, eff[c.name], g.name) if c is not g else None
         if got is not None:

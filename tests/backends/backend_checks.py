@@ -9,6 +9,8 @@ unchanged."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from kevolve import ops
@@ -25,7 +27,7 @@ SEED_BASE = 1000  # seeds differ from the ones other suites use
 
 def shapes(name: str) -> list[tuple[str, dict]]:
     """The `small` preset and every edge shape of a library op, labelled."""
-    d = ops.get(name)
+    d = ops.resolve(name)
     return [("small", d.shape("small"))] + [(f"edge{i}", dict(s))
                                             for i, s in enumerate(d.edge_shapes)]
 
@@ -110,7 +112,7 @@ def check(backend, name: str, shape: dict, moves: list[dict] | None = None,
           seeds=SEEDS, call_shape: dict | None = None) -> list[str]:
     """Problems found running `name` on `backend` at `shape` (empty: all good). With
     `call_shape`, the kernel lowered for `shape` is called with inputs of `call_shape`."""
-    d = ops.get(name)
+    d = ops.resolve(name)
     op = d.op_for(shape)
     lib = backend.tensor_lib
     kernel = backend.build(backend.render(plan_for(op, d.dims(shape), moves, backend)))
@@ -298,6 +300,53 @@ VARIANTS: dict[str, tuple[str, str, list[dict]]] = {
         [("B19D5", {"B": 19, "D": 5, "max_len": 7}),
          ("B5all_empty", {"B": 5, "D": 3, "max_len": 6, "lengths": "all_empty"})]),
 }
+
+
+# Several outputs in one kernel: spec files under examples/ whose outputs share their loops
+# (an output computed in another stage's program and stored from there), default and
+# non-default schedules, at sizes of 1, primes and rows that are not a multiple of the tile.
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+FUSED_ADD_RMSNORM = f"{EXAMPLES / 'norms.py'}:FUSED_ADD_RMSNORM"
+LAYERNORM_STATS = f"{EXAMPLES / 'norms.py'}:LAYERNORM_STATS"
+ROW_MOMENTS = f"{EXAMPLES / 'reductions.py'}:ROW_MOMENTS"
+ROW_SHAPES = [("M1N1", {"M": 1, "N": 1}), ("M7N13", {"M": 7, "N": 13}),
+              ("M3N131", {"M": 3, "N": 131})]
+LONG_ROWS = [("M1N1", {"M": 1, "N": 1}), ("M5N37", {"M": 5, "N": 37}),
+             ("M2N1000", {"M": 2, "N": 1000})]
+MULTI_OUTPUT: dict[str, tuple] = {
+    "fused_add_rmsnorm_default": (FUSED_ADD_RMSNORM, "single", None, ROW_SHAPES),
+    # the row in chunks of 16: h stored per chunk, ms recomputing x + residual per chunk
+    "fused_add_rmsnorm_looped": (FUSED_ADD_RMSNORM, "looped", [
+        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
+        {"m": "compute_at", "stage": "h", "at": ["y", "jo"]},
+        {"m": "compute_at", "stage": "ms", "at": ["y", "i"]},
+        {"m": "split", "stage": "ms", "axis": "k", "size": 16}], LONG_ROWS),
+    # two rows per program: the last program's second row is masked off
+    "fused_add_rmsnorm_rows": (FUSED_ADD_RMSNORM, "single", [
+        {"m": "split", "stage": "y", "axis": "i", "size": 2, "into": ["io", "ii"]},
+        {"m": "bind", "stage": "y", "axis": "io", "to": "grid"},
+        {"m": "compute_at", "stage": "h", "at": ["y", "io"]},
+        {"m": "compute_at", "stage": "ms", "at": ["y", "io"]}], ROW_SHAPES),
+    "layernorm_stats_default": (LAYERNORM_STATS, "single", None, ROW_SHAPES),
+    "layernorm_stats_looped": (LAYERNORM_STATS, "looped", [
+        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
+        {"m": "compute_at", "stage": "mean", "at": ["y", "i"]},
+        {"m": "compute_at", "stage": "var", "at": ["y", "i"]},
+        {"m": "compute_at", "stage": "rstd", "at": ["y", "i"]},
+        {"m": "split", "stage": "mean", "axis": "k", "size": 16},
+        {"m": "split", "stage": "var", "axis": "k", "size": 16}], LONG_ROWS),
+    "row_moments_default": (ROW_MOMENTS, "single", None, ROW_SHAPES),
+    # sibling outputs, 4 rows per program, the reductions in chunks of 8
+    "row_moments_rows_looped": (ROW_MOMENTS, "looped", [
+        {"m": "split", "stage": "q", "axis": "i", "size": 4, "into": ["io", "ii"]},
+        {"m": "bind", "stage": "q", "axis": "io", "to": "grid"},
+        {"m": "compute_at", "stage": "s", "at": ["q", "io"]},
+        {"m": "split", "stage": "s", "axis": "k", "size": 8},
+        {"m": "split", "stage": "q", "axis": "k", "size": 8}], LONG_ROWS),
+}
+VARIANTS.update(MULTI_OUTPUT)
 
 
 def default_cases() -> list[tuple[str, str, dict]]:

@@ -34,7 +34,7 @@ def need(tool: str, why: str) -> str:
 
 
 def shapes(name: str, edges: bool = True) -> list[tuple[str, dict]]:
-    d = ops.get(name)
+    d = ops.resolve(name)
     out = [("small", d.shape("small"))]
     if edges:
         out += [(f"edge{i}", dict(s)) for i, s in enumerate(d.edge_shapes)]
@@ -42,9 +42,9 @@ def shapes(name: str, edges: bool = True) -> list[tuple[str, dict]]:
 
 
 def lower(be, name: str, shape, moves: list[dict] | None = None):
-    d = ops.get(name)
+    d = ops.resolve(name)
     sd = d.shape(shape)
-    trace = None if moves is None else Trace.make(name, moves)
+    trace = None if moves is None else Trace.make(d.op_for(sd).name, moves)
     return api.lower(d.op_for(sd), trace, be, d.dims(sd))
 
 
@@ -52,7 +52,7 @@ def check_emulated(be, name: str, shape, moves: list[dict] | None = None,
                    seeds=SEEDS) -> list[str]:
     """Problems running `name` at `shape` through an emulated GPU backend (numpy in/out):
     NaN-poisoned outputs, fresh inputs per seed, float64 reference, inputs unchanged."""
-    d = ops.get(name)
+    d = ops.resolve(name)
     sd = d.shape(shape)
     op = d.op_for(sd)
     kernel = be.build(lower(be, name, sd, moves))
@@ -76,7 +76,7 @@ def check_launcher(be, name: str, shape, moves: list[dict] | None = None, seed: 
                    ) -> list[str]:
     """Problems running through the GPU loaders' Python launch path (grid, guards, scratch,
     argument order) with torch CPU tensors, `be` built with loader="emulator"."""
-    d = ops.get(name)
+    d = ops.resolve(name)
     sd = d.shape(shape)
     op = d.op_for(sd)
     kernel = be.build(lower(be, name, sd, moves))

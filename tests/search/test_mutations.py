@@ -268,3 +268,32 @@ def test_mutations_of_a_0d_output_return_none_or_a_trace():
                     mu.toggle_reduce_split(t, rng, mse), mu.toggle_online(t, rng, mse)):
             if got is not None:
                 lower(apply_trace(mse, got), dims_)
+
+
+def test_compute_at_mutation_splits_and_fuses_an_output_with_the_root():
+    """Several outputs in one kernel: the compute_at mutation takes an output out of the
+    root's program (a kernel of its own) and puts it back; both are legal, and the root the
+    other mutations tune is the output that stores the others."""
+    from pathlib import Path
+
+    ref = str(Path(__file__).resolve().parents[2] / "examples" / "norms.py")
+    d = ops.resolve(f"{ref}:FUSED_ADD_RMSNORM")
+    op, dims = d.op_for("small"), d.dims("small")
+    fused = default_trace(op, dims)
+    assert len(lower(apply_trace(op, fused), dims).kernels) == 1
+    assert mu.main_root(op, mu.moves_of(fused)) == "y"
+    apart = next(t for seed in range(32)
+                 if (t := mu.toggle_compute_at(fused, random.Random(seed), op)) is not None
+                 and not any(m["m"] == "compute_at" and m["stage"] == "h"
+                             for m in mu.moves_of(t)))
+    assert {"m": "bind", "stage": "h", "axis": "i", "to": "grid"} in mu.moves_of(apart)
+    assert len(lower(apply_trace(op, apart), dims).kernels) == 2
+    back = next(t for seed in range(32)
+                if (t := mu.toggle_compute_at(apart, random.Random(seed), op)) is not None
+                and {"m": "compute_at", "stage": "h", "at": ["y", "i"]} in mu.moves_of(t))
+    assert not any(m.get("stage") == "h" and m["m"] == "bind" for m in mu.moves_of(back))
+    assert len(lower(apply_trace(op, back), dims).kernels) == 1
+    # the row-tiling mutations act on y, never on h, whichever order the outputs are in
+    tiled = mu.split_tile(fused, random.Random(0), op)
+    assert tiled is None or all(m.get("stage") != "h" for m in mu.moves_of(tiled)
+                                if m["m"] == "split")

@@ -201,7 +201,7 @@ def unroll_loop(t: Trace, rng: random.Random, op: Op, caps: dict) -> Trace | Non
     if not _renders(caps, "unroll"):
         return None
     moves = moves_of(t)
-    root = op.stage(op.outputs[0])
+    root = op.stage(main_root(op, moves))
     names = [a.name for a in root.axes] + [a.name for a in root.reduce_axes]
     for m in moves:
         if m["m"] == "split" and m["stage"] == root.name:
@@ -224,7 +224,7 @@ def unroll_loop(t: Trace, rng: random.Random, op: Op, caps: dict) -> Trace | Non
 def split_tile(t: Trace, rng: random.Random, op: Op) -> Trace | None:
     """Split the root's innermost whole axis into chunks (or undo such a split)."""
     moves = moves_of(t)
-    root = op.stage(op.outputs[0])
+    root = op.stage(main_root(op, moves))
     if not root.axes:  # a 0-d output: no axis to tile
         return None
     a = root.axes[-1].name
@@ -345,7 +345,7 @@ def vectorize_inner(t: Trace, rng: random.Random, op: Op, caps: dict) -> Trace |
     if not _renders(caps, "vectorize") or not widths:
         return None
     moves = moves_of(t)
-    root = op.stage(op.outputs[0])
+    root = op.stage(main_root(op, moves))
     if not root.axes:  # a 0-d output: no axis to vectorize
         return None
     axis = root.axes[-1].name
@@ -452,7 +452,7 @@ def rows_per_program(t: Trace, rng: random.Random, op: Op) -> Trace | None:
     """Several rows per program: split the first grid axis into (grid, tile) and move the
     producers computed at it to the new grid axis."""
     moves = moves_of(t)
-    root = op.stage(op.outputs[0])
+    root = op.stage(main_root(op, moves))
     binds = _grid_binds(moves, root.name)
     if not binds:
         return None
@@ -483,9 +483,18 @@ def rows_per_program(t: Trace, rng: random.Random, op: Op) -> Trace | None:
 
 # -- structure: inlining, compute_at, reduction strategy, and the repairs that follow -------
 
+def main_root(op: Op, moves: list[dict]) -> str:
+    """The kernel root the search tunes: the last output in stage order that is not
+    computed in another stage's program (with several outputs in one kernel, the one that
+    stores the others)."""
+    at = _computed_at(moves)
+    roots = [s.name for s in op.stages if s.name in op.outputs and s.name not in at]
+    return roots[-1] if roots else op.outputs[-1]
+
+
 def _root_grid_axis(moves: list[dict], op: Op) -> list | None:
     """[root, its outermost grid axis]: where a producer is computed per program."""
-    root = op.outputs[0]
+    root = main_root(op, moves)
     binds = _grid_binds(moves, root)
     return [root, binds[0]["axis"]] if binds else None
 
@@ -525,7 +534,7 @@ def toggle_inline(t: Trace, rng: random.Random, op: Op) -> Trace | None:
         return rebuild(t, out)
     moves = [m for m in moves if not (m.get("stage") == stage and m["m"] in
                                       ("compute_at", "cache", "reduction", "split", "bind"))]
-    root = op.outputs[0]
+    root = main_root(op, moves)
     at = _root_grid_axis(moves, op)
     moves = [{**m, "at": at} if m["m"] == "compute_at" and m["at"][0] == stage and at
              else m for m in moves]
@@ -534,10 +543,15 @@ def toggle_inline(t: Trace, rng: random.Random, op: Op) -> Trace | None:
 
 def toggle_compute_at(t: Trace, rng: random.Random, op: Op) -> Trace | None:
     """Compute a producer inside the root's program (its values stay in registers or cache)
-    or as a loop nest of its own before the root (materialized in memory)."""
+    or as a loop nest of its own before the root (materialized in memory). An output other
+    than the root is a producer too: computed in the root's program it is stored from there
+    (several outputs, one kernel), or it goes back to a kernel of its own."""
     moves = moves_of(t)
     inlined = {m["stage"] for m in moves if m["m"] == "inline"}
-    names = [s.name for s in op.stages if s.name not in op.outputs and s.name not in inlined]
+    root = main_root(op, moves)
+    order = [s.name for s in op.stages]
+    names = [s.name for s in op.stages if s.name != root and s.name not in inlined
+             and (s.name not in op.outputs or order.index(s.name) < order.index(root))]
     if not names:
         return None
     stage = rng.choice(names)
@@ -551,8 +565,23 @@ def toggle_compute_at(t: Trace, rng: random.Random, op: Op) -> Trace | None:
     at = _root_grid_axis(moves, op)
     if at is None:
         return None
-    moves = [m for m in moves if not (m.get("stage") == stage and m["m"] == "bind")]
+    nest = _spatial_nest(moves, op.stage(stage)) if stage in op.outputs else []
+    moves = [m for m in moves if not (m.get("stage") == stage and m["m"] == "bind")
+             and not any(m is x for x in nest)]
     return rebuild(t, moves + [{"m": "compute_at", "stage": stage, "at": at}])
+
+
+def _spatial_nest(moves: list[dict], s) -> list[dict]:
+    """The moves that shape a stage's own spatial loops (splits, reorders, fusions,
+    vectorize, unroll): a stage computed in another's program follows that program's loops,
+    so they no longer mean anything."""
+    red = {a.name for a in s.reduce_axes}
+    for m in moves:  # loops split off a reduce axis are its own too
+        if m["m"] == "split" and m["stage"] == s.name and m["axis"] in red:
+            red |= set(m.get("into") or (m["axis"] + "o", m["axis"] + "i"))
+    return [m for m in moves if m.get("stage") == s.name and (
+        m["m"] in ("reorder", "fuse") or
+        m["m"] in ("split", "vectorize", "unroll") and m["axis"] not in red)]
 
 
 STRATEGIES = ("single", "looped", "online", "split")

@@ -30,7 +30,7 @@ def test_default_schedule(case):
 @pytest.mark.parametrize("case", bc.variant_cases(), ids=lambda c: c[0])
 def test_variant_schedule(case):
     _, name, expect, moves, shape = case
-    d = ops.get(name)
+    d = ops.resolve(name)
     plan = bc.plan_for(d.op_for(shape), d.dims(shape), moves, BE)
     assert expect in bc.strategies(plan)
     problems = bc.check(BE, name, shape, moves)

@@ -39,7 +39,7 @@ def main() -> None:
         res = {"id": job["id"], "problems": [], "error": None, "exception": None,
                "strategies": []}
         try:
-            d = ops.get(job["op"])
+            d = ops.resolve(job["op"])
             op = d.op_for(job["shape"])
             plan = bc.plan_for(op, d.dims(job["shape"]), job.get("moves"))
             res["strategies"] = sorted({st.strategy for k in plan.kernels for st in k.steps})
