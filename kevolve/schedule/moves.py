@@ -55,7 +55,9 @@ MOVES: dict[str, MoveSpec] = {m.name: m for m in (
                             "at": {"type": "array", "items": NAME, "minItems": 2,
                                    "maxItems": 2}},
              ("stage", "at"), "Compute a producer inside its consumer's loop `at` = "
-             "[consumer, axis]: its values stay in registers/local memory."),
+             "[consumer, axis]: its values stay in registers/local memory. An output "
+             "computed there is also stored from there (several outputs in one kernel); "
+             "`consumer` may then be a sibling output with the same axes."),
     MoveSpec("cache", {"stage": NAME, "buffer": NAME, "scope": _enum("shared", "local"),
                        "copy": _enum("threads", "bulk"), "parts": POW2},
              ("stage", "buffer", "scope"),

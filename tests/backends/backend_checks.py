@@ -322,6 +322,15 @@ MULTI_OUTPUT: dict[str, tuple] = {
         {"m": "compute_at", "stage": "h", "at": ["y", "jo"]},
         {"m": "compute_at", "stage": "ms", "at": ["y", "i"]},
         {"m": "split", "stage": "ms", "axis": "k", "size": 16}], LONG_ROWS),
+    # the same with 4-wide vectors along the row (CUDA/HIP: float4 loads of x, residual)
+    "fused_add_rmsnorm_vector": (FUSED_ADD_RMSNORM, "looped", [
+        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+        {"m": "split", "stage": "y", "axis": "j", "size": 16, "into": ["jo", "ji"]},
+        {"m": "compute_at", "stage": "h", "at": ["y", "jo"]},
+        {"m": "compute_at", "stage": "ms", "at": ["y", "i"]},
+        {"m": "split", "stage": "ms", "axis": "k", "size": 16},
+        {"m": "vectorize", "stage": "y", "axis": "ji", "width": 4}],
+        [("M5N37", {"M": 5, "N": 37}), ("M3N64", {"M": 3, "N": 64})]),
     # two rows per program: the last program's second row is masked off
     "fused_add_rmsnorm_rows": (FUSED_ADD_RMSNORM, "single", [
         {"m": "split", "stage": "y", "axis": "i", "size": 2, "into": ["io", "ii"]},
