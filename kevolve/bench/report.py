@@ -93,7 +93,8 @@ def _rounds(res: dict) -> list[list[str]]:
     whether all contestants moved together (a clock) or one alone."""
     return [[r["op"], key[:-len("_rounds_ms")].replace("_", " ")] +
             [number(t, 4) for t in r[key]]
-            for r in res.get("rows", ()) for key in sorted(k for k in r if k.endswith("_rounds_ms"))]
+            for r in res.get("rows", ())
+            for key in sorted(k for k in r if k.endswith("_rounds_ms"))]
 
 
 def _protocol(res: dict) -> str:
