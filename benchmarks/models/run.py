@@ -30,6 +30,8 @@ def main(argv=None) -> int:
     ap.add_argument("--modes", default=",".join(d.modes), help=", ".join(e2e.ALL_MODES))
     ap.add_argument("--archive", default=None, help="kevolve archive (default schedules "
                     "without one)")
+    ap.add_argument("--backend", default=None, help="the kevolve modes' backend (default: "
+                    "triton on a GPU, else cpu)")
     ap.add_argument("--scale", type=int, default=d.scale)
     ap.add_argument("--serve-batch", type=int, default=d.serve_batch)
     ap.add_argument("--large-batch", type=int, default=d.large_batch)
@@ -42,7 +44,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="output prefix (writes OUT.json, OUT.md)")
     a = ap.parse_args(argv)
     s = e2e.Settings(models=tuple(a.models.split(",")), modes=tuple(a.modes.split(",")),
-                     archive=a.archive, device=a.device, scale=a.scale,
+                     archive=a.archive, backend=a.backend, device=a.device, scale=a.scale,
                      serve_batch=a.serve_batch, large_batch=a.large_batch,
                      train_batch=a.train_batch, batches=a.batches, rounds=a.rounds,
                      iters=a.iters, tol=a.tol, profile=a.profile)

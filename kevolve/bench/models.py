@@ -41,6 +41,7 @@ class Settings:
     models: tuple[str, ...] = ("dlrm", "seq")
     modes: tuple[str, ...] = ("eager", "compile", "kevolve", "kevolve-compile")
     archive: str | None = None  # kevolve archive (default schedules without one)
+    backend: str | None = None  # the kevolve modes' backend (default: the device's)
     device: str | None = None  # default: cuda where there is one
     scale: int = 1
     serve_batch: int = 512
@@ -138,7 +139,7 @@ def param_key(name: str) -> str:
     return name.replace("_orig_mod.", "").replace(".original.", ".")
 
 
-def make_modes(model, modes, accelerate, archive, modules, bounds, log):
+def make_modes(model, modes, accelerate, s: Settings, modules, bounds, log):
     import torch
 
     out, swaps = {}, []
@@ -154,7 +155,8 @@ def make_modes(model, modes, accelerate, archive, modules, bounds, log):
         else:
             if kv is None:
                 kv = copy.deepcopy(model)
-                swaps = accelerate(kv, archive=archive, modules=modules, bounds=bounds)
+                swaps = accelerate(kv, archive=s.archive, modules=modules, bounds=bounds,
+                                   **({"backend": s.backend} if s.backend else {}))
                 log(f"  accelerate: {[(s.path, s.op) for s in swaps]}")
             m = kv if mode == "kevolve" else torch.compile(kv)
         out[mode] = m
@@ -251,7 +253,7 @@ def run_model(zoo, name: str, s: Settings, accelerate: Callable, device, log) ->
     log(f"{name}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters")
     modes = [m for m in s.modes if m in ALL_MODES]
     dyn = any("compile" in m or m == "max-autotune" for m in modes)
-    models, swaps = make_modes(model, modes, accelerate, s.archive, zoo.MODULES, bounds, log)
+    models, swaps = make_modes(model, modes, accelerate, s, zoo.MODULES, bounds, log)
     scen = {"serve": (s.serve_batch, False), "large": (s.large_batch, False),
             "train": (s.train_batch, True)}
     data_by = {sc: batches(gen, cfg, n, s.batches, 1000 * k, device, dyn)
@@ -309,7 +311,8 @@ def run(zoo, s: Settings, accelerate: Callable, command: str, log=print,
     device = torch.device(s.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     name = torch.cuda.get_device_name() if device.type == "cuda" else \
         platform.processor() or "cpu"
-    res = {"suite": "model", "backend": "triton" if device.type == "cuda" else "cpu",
+    res = {"suite": "model",
+           "backend": s.backend or ("triton" if device.type == "cuda" else "cpu"),
            "hardware": name, "device_name": name, "command": command,
            "torch": torch.__version__, "python": platform.python_version(),
            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

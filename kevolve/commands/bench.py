@@ -38,7 +38,8 @@ def _line(row: dict) -> str:
               "in. search: how fast each --proposers search comes within 5% of the best "
               "known on the cpu suite's ops, over --seeds seeds (no torch timings).")
 @click.option("--backend", "-b", "backend_name", default=None,
-              help="Default: triton for ranking, cpu for cpu and aten.")
+              help="Default: triton for ranking, cpu for cpu and aten; for model, the "
+              "device's (triton on a GPU, else cpu).")
 @click.option("--budget", type=int, default=64, show_default=True,
               help="Candidates to evolve per op before timing (unless --from-archive).")
 @click.option("--from-archive", is_flag=True, help="Time the archive's best; no search.")
@@ -149,7 +150,7 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
         return
     if suite == "model":
         _models(models, models_dir, scale, batch_sizes, rounds, iters, db, no_compile,
-                threads, out_dir, as_json)
+                threads, out_dir, as_json, backend_name)
         return
     from ..bench.runner import run_suite
     from ..bench.suites import BACKEND, SUITES
@@ -310,7 +311,7 @@ def _catalog(family: str, ops: str, share_spec: str | None) -> tuple[str, ...]:
 
 
 def _models(models, models_dir, scale, batch_sizes, rounds, iters, db, no_compile, threads,
-            out_dir, as_json) -> None:
+            out_dir, as_json, backend_name=None) -> None:
     """`--suite model`: kevolve.bench.models over the reference models' package, with
     kevolve.torch.accelerate as the kevolve modes' swap."""
     import os
@@ -338,7 +339,8 @@ def _models(models, models_dir, scale, batch_sizes, rounds, iters, db, no_compil
 
     modes = ("eager",) + (() if no_compile else ("compile",)) + ("kevolve",) + \
         (() if no_compile else ("kevolve-compile",))
-    settings = e2e.Settings(models=tuple(names), modes=modes, archive=db, scale=scale,
+    settings = e2e.Settings(models=tuple(names), modes=modes, archive=db,
+                            backend=backend_name, scale=scale,
                             serve_batch=sizes[0], large_batch=sizes[1], train_batch=sizes[2],
                             rounds=rounds, iters=iters)
     say = (lambda m: None) if as_json else (lambda m: click.echo(m, err=True))
