@@ -183,7 +183,7 @@ def _loss(o: dict) -> str:
     """An op that loses, with its speedup and share of the floor where it was timed."""
     if not o["speedup_compile"]:
         return o["op"]
-    floor = "" if o["pct_floor"] is None else f", {o['pct_floor']:.0f}% of the floor"
+    floor = "" if o["pct_floor"] is None else f", {o['pct_floor']:.2g}% of the floor"
     return f"{o['op']} ({_x(o['speedup_compile'])}{floor})"
 
 

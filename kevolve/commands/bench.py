@@ -134,8 +134,14 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
             echo(search_quality.markdown(res))
         return
     if report_from:  # several: one page, e.g. an aten or ranking run beside a model run
-        res = report.combine([json.loads(open(p).read()) for p in report_from.split(",")])
+        try:
+            res = report.combine([json.loads(open(p).read()) for p in report_from.split(",")])
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--report-from") from None
         _, rh = report.write(res, out_dir)
+        if res.get("aten"):
+            from ..bench import catalog
+            (rh.parent / "report.md").write_text(catalog.markdown(res, res.get("command", "")))
         if as_json:
             emit_json({"report": str(rh.resolve())})
         else:
