@@ -113,6 +113,10 @@ def test_the_page_shows_the_aten_summary_beside_the_models_and_escapes_names(tmp
     assert r.exit_code == 0, r.output
     html = (tmp_path / "o" / "report.html").read_text()
     assert "The ATen catalog" in html and "End to end" in html
+    assert "fast_1" in (tmp_path / "o" / "report.md").read_text()  # the aten run's summary
+    r = CliRunner().invoke(main, ["bench", "--report-from", f"{m},{m}", "--out",
+                                  str(tmp_path / "o")])
+    assert r.exit_code == 2 and "at most one" in r.output
 
 
 def test_the_end_to_end_chart_has_alt_text():
