@@ -124,6 +124,25 @@ def _read_axes(reader: Compute, body, name: str) -> list[str] | None:
     return got
 
 
+def _recomputed_once(host: Compute, body, name: str) -> bool:
+    """Whether stage `name`, computed in the host's programs, is computed once per value:
+    it must be read at every host axis that may go on the grid (all but the last, up to the
+    first jagged one, as _root_moves binds them; all of a contraction's, whose output tile
+    is split both ways). A column statistic read by a row-wise program (softmax over dim 0)
+    would otherwise be recomputed by every row's program: the whole reduction once per row."""
+    read = set(_read_axes(host, body, name) or ())
+    ax = host.axes
+    if _contraction(host.body):
+        lead = ax
+    else:
+        n = len(ax) - 1
+        for k, a in enumerate(ax[:-1]):
+            if a.is_jagged:
+                n = min(n, k)
+        lead = ax[:max(n, 1)]
+    return all(a.name in read for a in lead)
+
+
 def _placements(op: Op, inline: set[str], eff) -> dict[str, str]:
     """Each non-output, non-inlined stage -> the root it is computed at ('' for root).
     It goes into a consumer's program only when that consumer reads it at its own spatial
@@ -148,6 +167,8 @@ def _placements(op: Op, inline: set[str], eff) -> dict[str, str]:
         if not (direct or through) or _read_axes(host, eff[host.name], s.name) is None:
             continue
         if direct and _read_axes(host, host.body, s.name) is None:
+            continue
+        if not _recomputed_once(host, eff[host.name], s.name):
             continue
         place[s.name] = host.name
     return place
