@@ -235,7 +235,8 @@ class Stager:
         value = self.resolve(s.value, chain)
         box = self._box(a, chain) if a.dims is not None else None
         if box is None:
-            return Call(f"kv_st({ptr(a.buf.name)}, {self.resolve(a.offset, chain)}, "
+            fn = "kv_atomic_add" if a.add else "kv_st"
+            return Call(f"{fn}({ptr(a.buf.name)}, {self.resolve(a.offset, chain)}, "
                         f"{value})", value, 1)
         top, bounds, loops, texts = box
         tile = self._new_tile(None, a, top, bounds, loops, texts, out=True)
