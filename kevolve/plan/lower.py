@@ -362,7 +362,8 @@ def _split_epilogue(rs: StageSched, root, st: Step, bodies, maps, loops, dims, r
     axes = root.axes
     acc = Compute(name, axes, r, Buffer(name, tuple(a.bound for a in axes), dtype_of(r)))
     epi = Compute(root.name, axes, rebuild(st.body, lambda n: Load(
-        acc.out, tuple(AxisRef(a) for a in axes)) if n == r else None), root.out, root.store)
+        acc.out, tuple(AxisRef(a) for a in axes)) if n == r else None), root.out, root.store,
+        root.accumulate)
     more: list = []  # the guards these steps need are the ones the root step added
     dot = _step(replace(rs, name=name), acc, {name: r}, maps, st.level, loops, dims, rank,
                 False, root, more)
