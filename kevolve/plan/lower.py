@@ -230,8 +230,8 @@ def _exact(where: str, ax: Axis, size: int, forced: bool, dims, guards) -> bool:
     Constant trip counts are what let C compilers unroll and vectorize without epilogues."""
     if ax.is_jagged or ax.start != Const(0):
         return False
-    if not forced and eval_int(ax.extent, dims) % size:
-        return False
+    if not forced and (eval_int(ax.extent, dims) % size or eval_int(ax.extent, dims) == 0):
+        return False  # an empty axis keeps its mask: a tile of `size` would run anyway
     guards.append((Binary("eq", Binary("mod", ax.extent, Const(size)), Const(0)),
                    f"{where}.{ax.name}: extent must be a multiple of {size}"))
     return True
