@@ -113,6 +113,41 @@ def test_host_backends(backend, name, shape, moves):
     assert not problems(be, name, shape, moves)
 
 
+@pytest.mark.parametrize("backend", ["cpu", "numba", "mtia"])
+def test_a_producer_computed_at_an_accumulating_stage(backend):
+    """Each source row is scaled by its own sum of squares, computed in the accumulating
+    kernel's program (compute_at at its grid axis), then added into the row it names."""
+    from kevolve.backends.registry import get
+    from kevolve.ir.builder import axes, compute, dims, f32, i64, input, op, reduce_axis, sum_
+
+    be = get(backend)
+    ok, why = be.available()
+    if not ok:
+        pytest.skip(why)
+    M, N, K = dims("M N K")
+    idx = input("index", (K,), i64)
+    src = input("source", (K, N), f32)
+    r, j = axes("r j", K, N)
+    (r2,) = axes("r", K)
+    q = reduce_axis("q", N)
+    rs = compute("rs", (r2,), sum_(src[r2, q] * src[r2, q], over=q) + 1.0)
+    added = compute("added", (r, j), src[r, j] / rs[r], store=(idx[r], j), shape=(M, N),
+                    accumulate="sum")
+    o = op("scaled_index_add", inputs=[idx, src], outputs=[added])
+    moves = [{"m": "bind", "stage": "added", "axis": "r", "to": "grid"},
+             {"m": "compute_at", "stage": "rs", "at": ["added", "r"]}]
+    source = api.lower(o, Trace.make(o.name, moves), be, {"M": 5, "N": 7, "K": 41})
+    assert [k.name for k in source.meta["plan"].kernels] == ["k_added_zero", "k_added"]
+    kernel = be.build(source)
+    rng = np.random.default_rng(11)
+    ins = {"index": rng.integers(0, 5, 41),
+           "source": rng.standard_normal((41, 7)).astype(np.float32)}
+    out = {"added": np.full((5, 7), np.nan, np.float32)}
+    kernel(ins, out, {"M": 5})
+    want = interp.run(o, ins, {"M": 5})["added"]
+    np.testing.assert_allclose(out["added"], want, rtol=1e-5, atol=1e-5)
+
+
 EMULATED = [c for c in CASES if c[2] is not None or c[1].get("K") == 0]
 
 
