@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.interp import eval_int
+from ..ir.interp import InterpError, eval_int
 from ..ir.nodes import (
     Axis,
     AxisRef,
@@ -93,7 +93,7 @@ def zero_kernel(stage: Compute, dims: dict[str, int]) -> KernelPlan:
         numel = e if numel == Const(1) else Binary("mul", numel, e)
     try:
         size = min(ZERO_BLOCK, p2(eval_int(numel, dims)))
-    except Exception:  # a size the shape class does not bind: the full tile, masked
+    except InterpError:  # a size the shape class does not bind: the full tile, masked
         size = ZERO_BLOCK
     z = Axis("z", numel)
     flat = Buffer(out.name, (numel,), out.dtype)
