@@ -54,7 +54,8 @@ IDS = [f"{Path(c[0]).stem if '/' in c[0] else c[0]}-{'-'.join(map(str, c[1].valu
 SEEDS = (0, 1)
 
 
-def problems(backend, name: str, shape: dict, moves, lib: str = "numpy") -> list[str]:
+def problems(backend, name: str, shape: dict, moves, lib: str = "numpy",
+             device: str = "cpu") -> list[str]:
     d = ops.resolve(name)
     op = d.op_for(shape)
     trace = None if moves is None else Trace.make(op.name, moves)
@@ -64,9 +65,9 @@ def problems(backend, name: str, shape: dict, moves, lib: str = "numpy") -> list
         case = d.case(shape, 7000 + seed)
         dims = interp.bind_dims(op, case.inputs, case.params)
         want = interp.run(op, case.inputs, case.params)
-        ins = ev.inputs_for(op, case.inputs, lib)
+        ins = ev.inputs_for(op, case.inputs, lib, device)
         before = {k: ev.to_host(v).copy() for k, v in ins.items()}
-        outs = ev.alloc_outputs(op, dims, lib)
+        outs = ev.alloc_outputs(op, dims, lib, device)
         for call in (1, 2):  # the second call adds into what the first one left
             kernel(ins, outs, dict(case.params))
             got = {k: ev.to_host(v) for k, v in outs.items()}
@@ -198,6 +199,24 @@ def test_gpu_sources_compile(backend, tool):
         assert "atomicAdd(" in src.text
         kern = be.build(src)
         assert set(kern.diagnostics["kernels"]) == {k.name for k in src.meta["plan"].kernels}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("backend", ["triton", "cuda"])
+def test_on_a_cuda_device(backend):
+    """Real atomics: tl.atomic_add and atomicAdd on the GPU (run with `-m cuda` there)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from kevolve.backends.registry import get
+
+    be = get(backend)
+    ok, why = be.available()
+    if not ok:
+        pytest.skip(why)
+    bad = {cid: p for cid, (name, shape, moves) in zip(IDS, CASES)
+           if (p := problems(be, name, shape, moves, "torch", "cuda"))}
+    assert not bad, bad
 
 
 def _main() -> None:
