@@ -303,6 +303,8 @@ class _Run:
             self.add_axis(dom, a)
         val = np.broadcast_to(self.eval(s.body, dom), dom.shape)
         out = self.bufs[s.name]
+        if s.accumulate is not None:
+            out[...] = 0
         if s.store is None and all(not a.is_jagged and a.start == Const(0) for a in s.axes):
             out[...] = val
             return
@@ -310,6 +312,9 @@ class _Run:
         for k, ix in enumerate(idx):
             if ix.size and (ix.min() < 0 or ix.max() >= out.shape[k]):
                 raise InterpError(f"stage {s.name!r} stores out of bounds in dim {k}")
+        if s.accumulate == "sum":
+            np.add.at(out, tuple(idx), val)  # repeated indices add up
+            return
         out[tuple(idx)] = val
 
 

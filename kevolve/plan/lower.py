@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.interp import eval_int
+from ..ir.interp import InterpError, eval_int
 from ..ir.nodes import (
     Axis,
     AxisRef,
@@ -69,10 +69,40 @@ def lower(sched: Schedule, dims: dict[str, int]) -> Plan:
             raise MoveError(s.placed_by, "semantics.nested_compute_at", f"{s.name!r} is "
                             f"computed at {s.at[0]!r}, which is not itself a kernel root",
                             "compute both producers at the same root stage")
-    kernels = [_kernel(sched, op, r, [s for s in at if s.at[0] == r.name], bodies, dims)
-               for r in roots]
+    kernels = []
+    for r in roots:
+        if op.stage(r.name).accumulate is not None:
+            kernels.append(zero_kernel(op.stage(r.name), dims))
+        kernels.append(_kernel(sched, op, r, [s for s in at if s.at[0] == r.name], bodies,
+                               dims))
     scratch = tuple(r.name for r in roots if r.name not in op.outputs)
     return Plan(op, tuple(kernels), scratch, tuple(sorted(dims.items())))
+
+
+ZERO_BLOCK = 1024  # elements one program of a zeroing kernel clears
+
+
+def zero_kernel(stage: Compute, dims: dict[str, int]) -> KernelPlan:
+    """The kernel that sets an accumulating stage's buffer to 0 before the stage adds into
+    it: the buffer as one flat axis `z`, in tiles of up to ZERO_BLOCK on the grid. Every
+    backend renders it as an ordinary pointwise kernel, and kernels run in plan order, so
+    every launcher (and a second call on the same buffers) starts from zeros."""
+    out = stage.out
+    numel: Expr = Const(1)
+    for e in out.shape:
+        numel = e if numel == Const(1) else Binary("mul", numel, e)
+    try:
+        size = min(ZERO_BLOCK, p2(eval_int(numel, dims)))
+    except InterpError:  # a size the shape class does not bind: the full tile, masked
+        size = ZERO_BLOCK
+    z = Axis("z", numel)
+    flat = Buffer(out.name, (numel,), out.dtype)
+    name = f"{stage.name}_zero"
+    zs = Compute(name, (z,), Const(0 if out.dtype.is_int else 0.0, out.dtype), flat)
+    loops = (PLoop("zo", ("z",), "grid"), PLoop("zi", ("z",), "block", size, 0))
+    step = Step(zs, zs.body, None, (AxisMap(z, ("zo", "zi"), (size, 1), None, True),), (),
+                (), "none", is_root=True)
+    return KernelPlan(f"k_{name}", zs, loops, (step,), 1, (size,))
 
 
 def _kernel(sched: Schedule, op: Op, rs: StageSched, steps_at: list[StageSched],
@@ -200,8 +230,8 @@ def _exact(where: str, ax: Axis, size: int, forced: bool, dims, guards) -> bool:
     Constant trip counts are what let C compilers unroll and vectorize without epilogues."""
     if ax.is_jagged or ax.start != Const(0):
         return False
-    if not forced and eval_int(ax.extent, dims) % size:
-        return False
+    if not forced and (eval_int(ax.extent, dims) % size or eval_int(ax.extent, dims) == 0):
+        return False  # an empty axis keeps its mask: a tile of `size` would run anyway
     guards.append((Binary("eq", Binary("mod", ax.extent, Const(size)), Const(0)),
                    f"{where}.{ax.name}: extent must be a multiple of {size}"))
     return True
@@ -332,7 +362,8 @@ def _split_epilogue(rs: StageSched, root, st: Step, bodies, maps, loops, dims, r
     axes = root.axes
     acc = Compute(name, axes, r, Buffer(name, tuple(a.bound for a in axes), dtype_of(r)))
     epi = Compute(root.name, axes, rebuild(st.body, lambda n: Load(
-        acc.out, tuple(AxisRef(a) for a in axes)) if n == r else None), root.out, root.store)
+        acc.out, tuple(AxisRef(a) for a in axes)) if n == r else None), root.out, root.store,
+        root.accumulate)
     more: list = []  # the guards these steps need are the ones the root step added
     dot = _step(replace(rs, name=name), acc, {name: r}, maps, st.level, loops, dims, rank,
                 False, root, more)

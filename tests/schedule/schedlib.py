@@ -1,6 +1,7 @@
-"""Shared material for the schedule tests: the library ops at their small presets, two
+"""Shared material for the schedule tests: the library ops at their small presets, three
 hand-written ops that exercise corners the library does not (a producer stored transposed;
-two softmaxes folded online in one program), and backends that only declare caps."""
+two softmaxes folded online in one program; an accumulating stage read by a pointwise one),
+and backends that only declare caps."""
 
 from __future__ import annotations
 
@@ -8,7 +9,19 @@ from functools import cache
 
 from kevolve import ops
 from kevolve.backends.base import Backend, Caps
-from kevolve.ir.builder import axes, compute, dims, exp, f32, input, max_, op, reduce_axis, sum_
+from kevolve.ir.builder import (
+    axes,
+    compute,
+    dims,
+    exp,
+    f32,
+    i64,
+    input,
+    max_,
+    op,
+    reduce_axis,
+    sum_,
+)
 from kevolve.ir.interp import bind_dims
 from kevolve.ir.nodes import Op
 from kevolve.plan.model import Plan
@@ -52,8 +65,24 @@ def _two_softmax() -> Op:
     return op("two_softmax", inputs=[x, z], outputs=[y])
 
 
+def _index_add() -> Op:
+    """`added` adds each source row into the row its index names (an accumulating store, a
+    kernel of its own); `y` reads it back pointwise."""
+    M, N, K = dims("M N K")
+    x = input("x", (M, N), f32)
+    idx = input("index", (K,), i64)
+    src = input("source", (K, N), f32)
+    r, j = axes("r j", K, N)
+    added = compute("added", (r, j), src[r, j] * 2.0, store=(idx[r], j), shape=(M, N),
+                    accumulate="sum")
+    v, j2 = axes("v j", M, N)
+    y = compute("y", (v, j2), x[v, j2] + added[v, j2])
+    return op("index_add", inputs=[x, idx, src], outputs=[y])
+
+
 EXTRA: dict[str, tuple[Op, dict[str, int]]] = {
     "tstore": (_transposed_store(), {"M": 3, "N": 5}),
+    "index_add": (_index_add(), {"M": 5, "N": 7, "K": 11}),
     "two_softmax": (_two_softmax(), {"M": 4, "N": 64}),
 }
 ALL = LIBRARY + tuple(EXTRA)

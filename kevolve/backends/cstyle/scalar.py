@@ -12,7 +12,7 @@ from ...plan.model import AxisMap, KernelPlan, Plan, PLoop, Step
 from ...plan.walk import KernelWalk, grid_count, reduces_in
 from ..pyexpr import Ctx, emit, linear_offset
 from .language import CStyleLanguage
-from .stmts import Assign, Comment, Decl, For, If, Prefetch
+from .stmts import AddTo, Assign, Comment, Decl, For, If, Prefetch
 
 
 def ptr(name: str) -> str:
@@ -48,7 +48,10 @@ class ScalarEmitter(KernelWalk):
             v = f"g_{lp.name}"
             self.var[lp.name] = v
             inner: list = []
-            body.append(For(v, f"({self.ex(grid_count(self.k, lp), Ctx())})", inner, "grid"))
+            # without atomics, programs that add into shared elements run in order
+            kind = "seq" if self.k.root.accumulate and self.lang.serial_accumulate \
+                else "grid"
+            body.append(For(v, f"({self.ex(grid_count(self.k, lp), Ctx())})", inner, kind))
             body = inner
         return body
 
@@ -175,7 +178,8 @@ class ScalarEmitter(KernelWalk):
         if not st.is_root:
             out.append(Decl(name, "f32", None, size))
         vctx = ctx.child()
-        body = self.spatial_nest(st, vctx, out)
+        # an accumulating store's points may hit one element twice: no simd lanes for it
+        body = self.spatial_nest(st, vctx, out, simd_inner=not st.stage.accumulate)
         val = self.ex(st.body, vctx)
         if st.is_root:
             self.store(st, val, vctx, body)
@@ -361,4 +365,7 @@ class ScalarEmitter(KernelWalk):
         out = st.stage.out
         off = linear_offset(st.stage.store_index, out.shape, lambda e: self.ex(e, ctx))
         cast = self.lang.store_cast.get(out.dtype.name, "{}").format(val)
+        if st.stage.accumulate == "sum":
+            body.append(AddTo(f"{ptr(out.name)}[{off}]", cast, out.dtype.name))
+            return
         body.append(Assign(f"{ptr(out.name)}[{off}]", cast))

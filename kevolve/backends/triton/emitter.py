@@ -559,6 +559,13 @@ class KernelWriter:
             off = f"({off}) + tl.zeros({[1] * self.k.rank}, tl.int64)"
         mask = mask_of(ctx, [m.axis.name for m in st.spatial])
         m = f", mask={mask}" if mask else ""
+        if isinstance(st.body, Const):  # a constant (a zeroing kernel's): a tile of it
+            val = f"tl.full({list(self.k.pos_sizes)}, {val}, {TL[out.dtype.name]})"
+        if st.stage.accumulate == "sum":
+            # points of other programs (and of this tile) may add into the same element
+            self.w(f"tl.atomic_add({ptr(out.name)} + {off}, ({val}).to("
+                   f"{TL[out.dtype.name]}){m}, sem='relaxed')")
+            return
         self.w(f"tl.store({ptr(out.name)} + {off}, ({val}).to({TL[out.dtype.name]}){m})")
 
 
