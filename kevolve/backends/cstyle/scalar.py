@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...ir.nodes import AxisRef, Const, Dim, Expr, Load, Reduce, walk
 from ...plan.model import AxisMap, KernelPlan, Plan, PLoop, Step
-from ...plan.walk import KernelWalk, grid_count, reduces_in
+from ...plan.walk import KernelWalk, grid_count, reduces_in, scan_map
 from ..pyexpr import Ctx, emit, linear_offset
 from .language import CStyleLanguage
 from .stmts import Assign, Comment, Decl, For, If, Prefetch
@@ -28,6 +28,7 @@ class ScalarEmitter(KernelWalk):
         self.lang = lang
         self.var: dict[str, str] = {}
         self.n = 0
+        self.carries: dict[str, str] = {}  # scan stage -> its running value (declared)
 
     def fresh(self, base: str) -> str:
         self.n += 1
@@ -62,8 +63,12 @@ class ScalarEmitter(KernelWalk):
         self.bounds(m, ctx, body)
         v = f"s_{lvl.name}"
         inner: list = []
-        body.append(For(v, f"(({ctx.axes['__ext_' + m.axis.name]}) + {stride - 1}) / {stride}",
-                        inner, unroll=lvl.unroll))
+        trips = f"(({ctx.axes['__ext_' + m.axis.name]}) + {stride - 1}) / {stride}"
+        if lvl.name in self.reversed:  # a reverse scan's chunks, from the last one down
+            body.append(For(f"{v}_r", trips, inner, unroll=lvl.unroll))
+            inner.append(Decl(v, "i64", f"({trips}) - 1 - {v}_r"))
+        else:
+            body.append(For(v, trips, inner, unroll=lvl.unroll))
         self.var[lvl.name] = v
         return inner
 
@@ -245,6 +250,8 @@ class ScalarEmitter(KernelWalk):
         out.append(Decl(acc, "f32", None if size else ident, size))
         if st.strategy == "online" and r is st.body:
             return self.online(st, r, ctx, out, size, idx, acc)
+        if st.strategy == "scan":
+            return self.scan(st, r, ctx, out, size, idx, acc)
         if self.reduce_inner(st, r):
             rctx = ctx.child()
             body = self.spatial_nest(st, rctx, out, simd_inner=False)
@@ -334,6 +341,81 @@ class ScalarEmitter(KernelWalk):
                 parts.append(self.ex(a.extent, ctx))
         ext = " * ".join(f"({e})" for e in parts)
         out.append(Assign(target, self.lang.expr.where(f"{ext} > 0", target, self.lang.zero)))
+
+    # -- scans -----------------------------------------------------------------------
+    def scan_positions(self, st: Step) -> tuple[int, list[tuple[int, int]]]:
+        """The block position of the scan axis, and the step's other positions."""
+        jpos = self.block_of(scan_map(st)).pos
+        return jpos, [(p, s) for p, s in self.positions(st) if p != jpos]
+
+    def carry(self, st: Step, ctx: Ctx, out: list) -> None:
+        """The running value of a scan: one per point of the step's other positions."""
+        r = reduces_in(st.body)[0]
+        _, others = self.scan_positions(st)
+        n = 1
+        for _, s in others:
+            n *= s
+        c = self.fresh("carry")
+        if others:
+            out.append(Decl(c, "f32", None, n))
+            v = self.fresh("c")
+            out.append(For(v, str(n), [Assign(f"{c}[{v}]", self.lang.ident[r.op])]))
+        else:
+            out.append(Decl(c, "f32", self.lang.ident[r.op]))
+        self.carries[st.stage.name] = c
+
+    def scan(self, st: Step, r: Reduce, ctx: Ctx, out: list, size, idx, acc) -> str:
+        """A prefix reduction as a running value: the scan axis' loop runs in order (in
+        reverse for a reverse scan), each point combines the body at k = j into the carry
+        and takes it. O(extent) per row, against O(extent^2) for re-reading each prefix."""
+        if st.stage.name not in self.carries:
+            self.carry(st, ctx, out)
+        c = self.carries[st.stage.name]
+        jpos, others = self.scan_positions(st)
+        cidx, stride = [], 1
+        for p, s in reversed(others):
+            cidx.append(f"b{p}" if stride == 1 else f"b{p} * {stride}")
+            stride *= s
+        tgt = f"{c}[{' + '.join(reversed(cidx))}]" if others else c
+        rctx = ctx.child()
+        body = self.scan_nest(st, rctx, out, jpos)
+        rctx.axes[r.axes[0].name] = rctx.axes[st.scan]
+        v = self.ex(r.body, rctx)
+        body.append(Assign(tgt, self.lang.combine[r.op].format(a=tgt,
+                                                                b=self.lang.to_acc.format(v))))
+        body.append(Assign(f"{acc}[{idx}]" if size else acc, tgt))
+        return f"{acc}[{idx}]" if size else acc
+
+    def scan_nest(self, st: Step, ctx: Ctx, out: list, jpos: int) -> list:
+        """`spatial_nest` with the scan axis' loop sequential and, for a reverse scan,
+        walked from its last element down; the innermost other loop stays `omp simd`."""
+        body = out
+        maps_by_pos: dict[int, list[AxisMap]] = {}
+        for m in st.spatial:
+            lp = self.block_of(m)
+            if lp is None:
+                self.value(m, ctx, body, None)
+            else:
+                maps_by_pos.setdefault(lp.pos, []).append(m)
+        order = sorted(maps_by_pos)
+        for n, pos in enumerate(order):
+            ms = maps_by_pos[pos]
+            lp = self.block_of(ms[0])
+            for m in ms:
+                self.bounds(m, ctx, body)
+            inner: list = []
+            hi = self.block_bound(ms[0], lp, ctx)
+            if pos == jpos and st.scan_reverse:
+                body.append(For(f"b{pos}_r", hi, inner, "seq", unroll=lp.unroll))
+                inner.append(Decl(f"b{pos}", "i64", f"({hi}) - 1 - b{pos}_r"))
+            else:
+                kind = "simd" if n == len(order) - 1 and pos != jpos else "seq"
+                body.append(For(f"b{pos}", hi, inner, kind, vector=lp.vector,
+                                unroll=lp.unroll))
+            body = inner
+            for m in ms:
+                self.value(m, ctx, body, f"b{pos}")
+        return body
 
     def online(self, st: Step, r: Reduce, ctx: Ctx, out: list, size, idx, acc) -> str:
         lang = self.lang
