@@ -1,10 +1,11 @@
 """Prefix reductions: a Reduce over a window of one of the stage's own axes that grows by
 one element per step of that axis, so that it can be computed as a running accumulation.
 
-`y[.., j, ..] = op_{k in [0, j + 1)} f(k, ..)` (inclusive forward) or
-`op_{k in [j, N)} f(k, ..)` (inclusive reverse, N the extent of j) with op in sum, prod,
-max, min and f not depending on j except through k: each output element is the previous
-one combined with f at k = j. Lowering with the `scan` strategy walks j in order inside
+`y[.., j, ..] = op_{k in [0, j + 1)} f(k, ..)` (inclusive forward), `[0, j)` (exclusive
+forward), `[j, N)` or `[j + 1, N)` (inclusive and exclusive reverse, N the extent of j), with
+op in sum, prod, max, min and f not depending on j except through k: each output element
+is the previous one combined with f at k = j + shift (shift 0 inclusive, -1 or +1
+exclusive; no term where that k is outside the window, i.e. where the window is empty). Lowering with the `scan` strategy walks j in order inside
 one program and carries the accumulator: O(N) per row instead of the O(N^2) of re-reading
 every prefix. Anything else (a body that depends on j, several reduce axes, other bounds)
 is not a prefix reduction and keeps the plain lowering."""
@@ -25,6 +26,13 @@ class Prefix:
     reduce: Reduce
     axis: str  # the stage's spatial axis that the window grows along
     reverse: bool
+    shift: int = 0  # the element that joins the window at j is k = j + shift
+
+    @property
+    def nonempty(self) -> Expr:
+        """Whether the window of the point is not empty (for an exclusive scan, it is at
+        its first element): where k = j + shift is read, and max/min are not 0."""
+        return Binary("gt", self.reduce.axes[0].extent, Const(0))
 
 
 def _linear(e: Expr) -> dict[str, int] | None:
@@ -79,16 +87,16 @@ def match(stage: Compute, body: Expr) -> tuple[Prefix | None, str]:
             continue
         key = "@" + j.name
         ext = _linear(j.extent)
-        if start == {} and end == {key: 1, "": 1}:
-            reverse = False
-        elif start == {key: 1} and ext is not None and end == ext:
-            reverse = True
+        if start == {} and end in ({key: 1, "": 1}, {key: 1}):
+            reverse, shift = False, end.get("", 0) - 1
+        elif start in ({key: 1}, {key: 1, "": 1}) and ext is not None and end == ext:
+            reverse, shift = True, start.get("", 0)
         else:
             continue
         if j.name in _refs(r.body):
             return None, (f"its body depends on {j.name!r} other than through "
                           f"{k.name!r}, so one running value cannot serve every {j.name!r}")
-        return Prefix(r, j.name, reverse), ""
-    return None, (f"{k.name!r} does not range over [0, j + 1) or [j, extent of j) of a "
-                  "stage axis j")
+        return Prefix(r, j.name, reverse, shift), ""
+    return None, (f"{k.name!r} does not range over [0, j + 1), [0, j), [j, extent of j) or "
+                  "[j + 1, extent of j) of a stage axis j")
 

@@ -312,8 +312,9 @@ def _scan_step(ss: StageSched, stage, body: Expr, spatial: dict[str, AxisMap], l
     if pre is None:
         raise MoveError(idx, "semantics.scan", f"{ss.name!r} is not a prefix reduction: "
                         f"{why}", "a scan needs one sum_/prod_/max_/min_ over k in [0, j + 1)"
-                        " or [j, extent of j) of a stage axis j, with a body that reads j "
-                        "only through k; drop the reduction move to keep the plain lowering")
+                        " (or [0, j), [j, N), [j + 1, N)) of a stage axis j, with a body "
+                        "that reads j only through k; drop the reduction move to keep the "
+                        "plain lowering")
     k = pre.reduce.axes[0].name
     if any(lp.kind == "reduce" and lp.part != "whole" for lp in ss.loops):
         raise MoveError(idx, "semantics.scan", f"{ss.name}.{k} is split, but a scan does not "
@@ -339,8 +340,7 @@ def _scan_step(ss: StageSched, stage, body: Expr, spatial: dict[str, AxisMap], l
                         "would restart", f"put {pre.axis!r}'s chunk loop innermost, or keep "
                         f"{seq_ax!r} a tile")
     return Step(stage, body, level, tuple(spatial[a.name] for a in stage.axes), (), (),
-                "scan", None, is_root, ss.prefetch, ss.caches, ss.store_parts,
-                pre.axis, pre.reverse)
+                "scan", None, is_root, ss.prefetch, ss.caches, ss.store_parts, pre)
 
 
 def _epilogue_contraction(body: Expr) -> Reduce | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.nodes import Axis, Compute, Expr, Op
+from ..ir.prefix import Prefix
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,7 @@ class Step:
     prefetch: tuple[tuple[str, int], ...] = ()  # (buffer, distance): gathers to fetch ahead
     caches: tuple[tuple[str, str, str], ...] = ()  # (buffer, scope, copy) from cache moves
     store_parts: int = 1  # pieces of a bulk write of the output (its own cache's parts)
-    scan: str | None = None  # scan: the spatial axis walked in order, carrying the value
-    scan_reverse: bool = False  # scan: walked from the last element down
+    scan: Prefix | None = None  # scan: the prefix reduction and the axis it walks
 
 
 @dataclass(frozen=True)

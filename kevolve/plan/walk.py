@@ -55,13 +55,13 @@ def levels(k: KernelPlan) -> list[tuple[PLoop | None, list[Step]]]:
 
 def scan_map(st: Step) -> AxisMap:
     """The axis map of a scan step's scan axis."""
-    return next(m for m in st.spatial if m.axis.name == st.scan)
+    return next(m for m in st.spatial if m.axis.name == st.scan.axis)
 
 
 def reversed_loops(k: KernelPlan) -> set[str]:
     """Sequential loops that run from the last trip down: the chunk loops of reverse scans."""
     seq = {lp.name for lp in k.loops if lp.role == "seq"}
-    return {ln for st in k.steps if st.scan is not None and st.scan_reverse
+    return {ln for st in k.steps if st.scan is not None and st.scan.reverse
             for ln in scan_map(st).loops if ln in seq}
 
 

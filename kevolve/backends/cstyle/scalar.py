@@ -66,7 +66,9 @@ class ScalarEmitter(KernelWalk):
         trips = f"(({ctx.axes['__ext_' + m.axis.name]}) + {stride - 1}) / {stride}"
         if lvl.name in self.reversed:  # a reverse scan's chunks, from the last one down
             body.append(For(f"{v}_r", trips, inner, unroll=lvl.unroll))
-            inner.append(Decl(v, "i64", f"({trips}) - 1 - {v}_r"))
+            ext = ctx.axes['__ext_' + m.axis.name]
+            n = f"(({ext}) + {stride - 1}) {self.lang.intdiv} {stride}"
+            inner.append(Decl(v, "i64", f"({n}) - 1 - {v}_r"))
         else:
             body.append(For(v, trips, inner, unroll=lvl.unroll))
         self.var[lvl.name] = v
@@ -379,12 +381,26 @@ class ScalarEmitter(KernelWalk):
         tgt = f"{c}[{' + '.join(reversed(cidx))}]" if others else c
         rctx = ctx.child()
         body = self.scan_nest(st, rctx, out, jpos)
-        rctx.axes[r.axes[0].name] = rctx.axes[st.scan]
-        v = self.ex(r.body, rctx)
-        body.append(Assign(tgt, self.lang.combine[r.op].format(a=tgt,
-                                                                b=self.lang.to_acc.format(v))))
-        body.append(Assign(f"{acc}[{idx}]" if size else acc, tgt))
+        value = self.scan_point(st, r, rctx, body, tgt)
+        body.append(Assign(f"{acc}[{idx}]" if size else acc, value))
         return f"{acc}[{idx}]" if size else acc
+
+    def scan_point(self, st: Step, r: Reduce, ctx: Ctx, body: list, tgt: str) -> str:
+        """At one point of the walk (the scan axis bound in `ctx`): fold the body at
+        k = j + shift into the running value `tgt`; returns the point's value. An exclusive
+        scan's empty window adds no term (its load is never made) and is 0 for max/min."""
+        pre, lang = st.scan, self.lang
+        j = ctx.axes[pre.axis]
+        kctx = ctx.child()
+        kctx.axes[r.axes[0].name] = j if not pre.shift else f"({j} + ({pre.shift}))"
+        term = lang.to_acc.format(self.ex(r.body, kctx))
+        nonempty = self.ex(pre.nonempty, ctx) if pre.shift else None
+        if nonempty:
+            term = lang.expr.where(nonempty, term, lang.ident[r.op])
+        body.append(Assign(tgt, lang.combine[r.op].format(a=tgt, b=term)))
+        if nonempty and r.op in ("max", "min"):
+            return lang.expr.where(nonempty, tgt, lang.zero)
+        return tgt
 
     def scan_nest(self, st: Step, ctx: Ctx, out: list, jpos: int) -> list:
         """`spatial_nest` with the scan axis' loop sequential and, for a reverse scan,
@@ -405,7 +421,7 @@ class ScalarEmitter(KernelWalk):
                 self.bounds(m, ctx, body)
             inner: list = []
             hi = self.block_bound(ms[0], lp, ctx)
-            if pos == jpos and st.scan_reverse:
+            if pos == jpos and st.scan.reverse:
                 body.append(For(f"b{pos}_r", hi, inner, "seq", unroll=lp.unroll))
                 inner.append(Decl(f"b{pos}", "i64", f"({hi}) - 1 - b{pos}_r"))
             else:

@@ -384,16 +384,24 @@ class KernelWriter:
             self.carry(st)
         c = self.carries[st.stage.name]
         pos = self.scan_pos(st)
-        j, k = st.scan, r.axes[0].name
+        pre = st.scan
+        j, k = pre.axis, r.axes[0].name
         rctx = ctx.child()
         rctx.axes[k] = ctx.axes[j]
-        rctx.masks[k] = ctx.masks.get(j)
+        mask = ctx.masks.get(j)
+        nonempty = None
+        if pre.shift:  # exclusive: the element joining at j is k = j + shift, if any
+            kv, nonempty = self.fresh("k"), self.fresh("ne")
+            self.w(f"{kv} = {ctx.axes[j]} + ({pre.shift})")
+            self.w(f"{nonempty} = {self.ex(pre.nonempty, ctx)}")
+            rctx.axes[k] = kv
+            mask = f"({mask}) & ({nonempty})" if mask else nonempty
+        rctx.masks[k] = mask
         v = self.fresh("v")
         self.w(f"{v} = ({self.ex(r.body, rctx)}).to(tl.float32)")
-        mask = ctx.masks.get(j)
         if mask:
             self.w(f"{v} = tl.where({mask}, {v}, {IDENT[r.op]})")
-        rev = ", reverse=True" if st.scan_reverse else ""
+        rev = ", reverse=True" if pre.reverse else ""
         scanned = (f"tl.cumsum({v}, axis={pos}{rev})" if r.op == "sum" else
                    f"tl.associative_scan({v}, {pos}, _kv_{'mul' if r.op == 'prod' else r.op}"
                    f"{rev})")
@@ -402,6 +410,8 @@ class KernelWriter:
         acc = self.fresh("acc")
         self.w(f"{acc} = {COMBINE[r.op].format(a=c, b=scanned)}")
         self.w(f"{c} = {COMBINE[r.op].format(a=c, b=total)}")
+        if nonempty and r.op in ("max", "min"):  # an empty window's max is 0
+            self.w(f"{acc} = tl.where({nonempty}, {acc}, 0.0)")
         return acc
 
     def online(self, st: Step, r: Reduce, ctx: Ctx) -> tuple[str, str]:

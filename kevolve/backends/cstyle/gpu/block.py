@@ -178,7 +178,7 @@ class GpuEmitter(ScalarEmitter):
         in order (reversed for a reverse scan) carrying one running value per point."""
         r = reduces_in(st.body)[0]
         S, iters, others = self.scan_iters(st)
-        out.append(Comment(f"stage {st.stage.name} (scan along {st.scan}): {S} point(s), "
+        out.append(Comment(f"stage {st.stage.name} (scan along {st.scan.axis}): {S} point(s), "
                            "one thread each"))
         if st.stage.name not in self.carries:
             self.carry(st, pctx, out)
@@ -201,20 +201,14 @@ class GpuEmitter(ScalarEmitter):
             stride *= size
         body.extend(reversed(decls))
         walk: list = []
-        if st.scan_reverse:
+        if st.scan.reverse:
             body.append(For(f"b{jpos}_r", str(jsize), walk))
             walk.append(Decl(f"b{jpos}", "i64", f"{jsize - 1} - b{jpos}_r"))
         else:
             body.append(For(f"b{jpos}", str(jsize), walk))
         ctx = Ctx(locals=pctx.locals)
         walk = self.bind_point(st, ctx, walk)
-        tgt = f"{c}[{it}]"
-        rctx = ctx.child()
-        rctx.axes[r.axes[0].name] = ctx.axes[st.scan]
-        v = self.ex(r.body, rctx)
-        walk.append(Assign(tgt, self.lang.combine[r.op].format(a=tgt,
-                                                                b=self.lang.to_acc.format(v))))
-        ctx.reduces[r] = tgt
+        ctx.reduces[r] = self.scan_point(st, r, ctx, walk, f"{c}[{it}]")
         self.finish(st, pctx, ctx, walk, out)
 
     def scalar_step(self, st: Step, pctx: Ctx, out: list, reds) -> None:
