@@ -5,10 +5,11 @@ one element per step of that axis, so that it can be computed as a running accum
 forward), `[j, N)` or `[j + 1, N)` (inclusive and exclusive reverse, N the extent of j), with
 op in sum, prod, max, min and f not depending on j except through k: each output element
 is the previous one combined with f at k = j + shift (shift 0 inclusive, -1 or +1
-exclusive; no term where that k is outside the window, i.e. where the window is empty). Lowering with the `scan` strategy walks j in order inside
-one program and carries the accumulator: O(N) per row instead of the O(N^2) of re-reading
-every prefix. Anything else (a body that depends on j, several reduce axes, other bounds)
-is not a prefix reduction and keeps the plain lowering."""
+exclusive; no term where that k is outside the window, i.e. where the window is empty).
+Lowering with the `scan` strategy walks j in order inside one program and carries the
+accumulator: O(N) per row instead of the O(N^2) of re-reading every prefix. Anything else
+(a body that depends on j, several reduce axes, other bounds) is not a prefix reduction
+and keeps the plain lowering."""
 
 from __future__ import annotations
 
