@@ -74,7 +74,11 @@ def match(stage: Compute, body: Expr) -> tuple[Prefix | None, str]:
     reds = [n for n in walk(body) if isinstance(n, Reduce)]
     if len(reds) != 1:
         return None, f"it has {len(reds)} reductions; a scan has one"
-    r = reds[0]
+    return of_reduce(reds[0], stage)
+
+
+def of_reduce(r: Reduce, stage: Compute) -> tuple[Prefix | None, str]:
+    """Whether reduction `r` in a body of `stage` is a prefix reduction of a stage axis."""
     if r.op not in COMBINES:
         return None, f"{r.op!r} is not an associative combine ({', '.join(COMBINES)})"
     if len(r.axes) != 1:

@@ -18,7 +18,7 @@ import torch
 from kevolve import pipeline
 from kevolve.backends.registry import get
 from kevolve.ir import prefix
-from kevolve.ir.builder import axes, axis, compute, dims, f32, input, op, sum_
+from kevolve.ir.builder import axes, axis, compute, dims, f32, input, sum_
 from kevolve.ir.interp import run
 from kevolve.ops.aten.scan import PLAN, scan_op
 from kevolve.plan import lower
@@ -106,6 +106,29 @@ def test_interpreter_matches_torch(kind, mode):
                                    rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("form", scanspecs.FORMS)
+@pytest.mark.parametrize("kind", ["sum", "prod", "max", "min"])
+def test_interpreter_scans_match_a_loop_over_each_window(form, kind):
+    """The interpreter folds a prefix reduction as a running value (O(N), so `kevolve run`
+    can check large rows): against the window of each point, reduced on its own."""
+    rng = np.random.default_rng()
+    f = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[kind]
+    for along, n, m in [(-1, 1, 3), (-1, 37, 4), (0, 29, 3)]:
+        shape = (m, n) if along == -1 else (n, m)
+        x = inputs("cumprod" if kind == "prod" else "", shape, rng)
+        got = run(scanspecs.scan(kind, form, along), {"x": x})["y"]
+        rows = x if along == -1 else x.T
+        want = np.zeros((m, n))
+        for r in range(m):
+            for j in range(n):
+                lo, hi = {"inclusive": (0, j + 1), "exclusive": (0, j), "reverse": (j, n),
+                          "reverse_exclusive": (j + 1, n)}[form]
+                w = rows[r, lo:hi].astype(np.float64)
+                want[r, j] = f(w) if w.size else (1.0 if kind == "prod" else 0.0)
+        np.testing.assert_allclose(got if along == -1 else got.T, want, rtol=1e-12,
+                                   atol=1e-12)
+
+
 @pytest.mark.parametrize("name", BACKENDS)
 @pytest.mark.parametrize("kind,mode", [(k, m) for k, ms in PLAN.items() if k != "logcumsumexp"
                                        for m in ms])
@@ -118,7 +141,7 @@ def test_catalog_scans_match_torch_and_the_interpreter(name, kind, mode):
         assert _strategy(o, d) == "scan"
         shape = tuple(d.values())
         assert not opcheck.check(o, d, be, seeds=(int(rng.integers(1 << 16)),),
-                                 make=lambda r: {"x": inputs(kind, shape, r)})
+                                 make=lambda r, shape=shape: {"x": inputs(kind, shape, r)})
         x = inputs(kind, shape, rng)
         kernel = pipeline.build(pipeline.compile(o, None, d, be), be)
         lib = be.tensor_lib
@@ -140,7 +163,8 @@ def test_every_window_form_on_every_backend(name, form, kind):
         o = scanspecs.scan(kind, form, along, rank, scale=form == "reverse")
         assert _strategy(o, d) == "scan"
         shape = tuple(d.values())
-        make = lambda r: {"x": inputs("cumprod" if kind == "prod" else "", shape, r)}  # noqa: E731
+        make = lambda r, shape=shape: {  # noqa: E731
+            "x": inputs("cumprod" if kind == "prod" else "", shape, r)}
         assert not opcheck.check(o, d, be, seeds=(int(rng.integers(1 << 16)),), make=make)
 
 
