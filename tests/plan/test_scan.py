@@ -260,3 +260,23 @@ def test_scan_chunk_loop_outside_another_loop():
         {"m": "reorder", "stage": "y", "order": ["io", "jo", "ii", "ji"]},
         {"m": "reduction", "stage": "y", "strategy": "scan"}])
     assert e.code == "semantics.scan" and "'io'" in e.message
+
+
+def test_mutations_propose_scans_and_leave_their_window_unsplit():
+    import random
+
+    from kevolve.search.proposers import mutations as mu
+
+    o = scan_op("cumsum", "last")
+    assert mu.toggle_reduce_split(default_trace(o, {"M": 4, "N": 64}), random.Random(0),
+                                  o) is None
+    naive = Trace.from_dict(NAIVE)
+    got = {dict(m.args).get("strategy") for seed in range(20)
+           for m in mu.reduction_strategy(naive, random.Random(seed), o).moves
+           if m.m == "reduction"}
+    assert "scan" in got
+    m = scan_op("logcumsumexp", "last")
+    assert all(dict(x.args).get("strategy") != "scan" or dict(x.args)["stage"] == "m"
+               for seed in range(20)
+               for x in mu.reduction_strategy(Trace.from_dict(NAIVE), random.Random(seed),
+                                              m).moves if x.m == "reduction")
