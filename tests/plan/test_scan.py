@@ -179,6 +179,20 @@ def test_logcumsumexp_keeps_its_plain_sum(name):
     assert not opcheck.check(o, d, backend(name), seeds=(3,))
 
 
+@pytest.mark.parametrize("name", ["cpu", "triton", "cuda"])
+def test_a_scan_computed_in_another_stages_program(name):
+    """logcumsumexp's running max as a scan step inside the sum's program."""
+    o = scan_op("logcumsumexp", "last")
+    t = Trace.from_dict({"version": 1, "op": "", "moves": [
+        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+        {"m": "compute_at", "stage": "m", "at": ["y", "i"]},
+        {"m": "reduction", "stage": "m", "strategy": "scan"}]})
+    d = {"M": 3, "N": 67}
+    assert [s.strategy for s in lower(apply_trace(o, t), d).kernels[0].steps] == \
+        ["scan", "single"]
+    assert not opcheck.check(o, d, backend(name), trace=t, seeds=(5,))
+
+
 # -- the plan and the source -------------------------------------------------------------
 
 def _strategy(o, d) -> str:
