@@ -316,7 +316,12 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
         width = 1
         for x in read:
             width *= tiles.get(x, 1)
-        if _bare_contraction(g.body) and not thin:
+        pre, _ = prefix.match(g, eff[g.name])
+        along = read[[a.name for a in g.axes].index(pre.axis)] if pre is not None else None
+        if along is not None and along not in grid and outer.get(along, level) == level:
+            # a running value along an axis of this program's tile (logcumsumexp's max)
+            moves.append({"m": "reduction", "stage": g.name, "strategy": "scan", "_k": k})
+        elif _bare_contraction(g.body) and not thin:
             dec.setdefault("$BK", 32)
             moves.append({"m": "split", "stage": g.name, "axis": g.reduce_axes[0].name,
                           "size": "$BK", "_k": k})

@@ -170,13 +170,15 @@ def test_every_window_form_on_every_backend(name, form, kind):
 
 @pytest.mark.parametrize("name", ["cpu", "triton"])
 def test_logcumsumexp_keeps_its_plain_sum(name):
-    """Its sum reads m[i, j]: not a prefix reduction, so it keeps the plain lowering (its
-    running max may be a scan) and stays right."""
-    o = scan_op("logcumsumexp", "last")
-    d = {"M": 3, "N": 67}
-    plan = lower(apply_trace(o, default_trace(o, d)), d)
-    assert [s.strategy for s in plan.kernels[0].steps] == ["single", "single"]
-    assert not opcheck.check(o, d, backend(name), seeds=(3,))
+    """Its sum reads m[i, j]: not a prefix reduction, so it keeps the plain lowering; its
+    running max, computed in the same program along the row tile, scans. Along the first
+    dim the rows are on the grid, so the max stays plain too. Both stay right."""
+    for mode, want in (("last", ["scan", "single"]), ("first", ["single", "single"])):
+        o = scan_op("logcumsumexp", mode)
+        d = {"M": 3, "N": 67}
+        plan = lower(apply_trace(o, default_trace(o, d)), d)
+        assert [s.strategy for s in plan.kernels[0].steps] == want
+        assert not opcheck.check(o, d, backend(name), seeds=(3,))
 
 
 @pytest.mark.parametrize("name", ["cpu", "triton", "cuda"])
@@ -231,9 +233,10 @@ def test_default_schedule_picks_the_scan_for_every_catalog_scan():
         for mode in modes:
             o = scan_op(kind, mode)
             d = {n: 37 for n in ("A B C" if mode == "middle" else "M N").split()}
-            moves = default_trace(o, d).moves
-            want = kind != "logcumsumexp"
-            assert any(dict(m.args).get("strategy") == "scan" for m in moves) == want, (kind, mode)
+            scans = {dict(m.args)["stage"] for m in default_trace(o, d).moves
+                     if dict(m.args).get("strategy") == "scan"}
+            want = {"last": {"m"}, "first": set()}[mode] if kind == "logcumsumexp" else {"y"}
+            assert scans == want, (kind, mode)
 
 
 # -- legality ----------------------------------------------------------------------------
