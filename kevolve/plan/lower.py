@@ -306,7 +306,9 @@ def _scan_step(ss: StageSched, stage, body: Expr, spatial: dict[str, AxisMap], l
                loops: list[PLoop], is_root: bool) -> Step:
     """A prefix reduction lowered as a running value along its axis: the axis' loops must
     run inside the program (its chunk loop, if split, is the one the step sits in, so the
-    value carries from chunk to chunk), and the reduce axis has no loops of its own."""
+    value carries from chunk to chunk), and the reduce axis has no loops of its own. Inside
+    another axis' chunk loop, a scan over a whole tile of its axis starts afresh per chunk,
+    which is right: each chunk holds other points."""
     idx = ss.reduction_by
     pre, why = prefix.match(stage, body)
     if pre is None:
@@ -333,12 +335,6 @@ def _scan_step(ss: StageSched, stage, body: Expr, spatial: dict[str, AxisMap], l
                             f"chunk loop {ln!r}, but {ss.name!r} is computed in "
                             f"{level or 'the program top'!r}", f"make {ln!r} the innermost "
                             "sequential loop (reorder), and compute the stage in it")
-    if level is not None and level not in m.loops:
-        seq_ax = next(lp.origin[0] for lp in loops if lp.name == level)
-        raise MoveError(idx, "semantics.scan", f"{ss.name!r} sits in the chunk loop {level!r}"
-                        f" of axis {seq_ax!r}, inside which its scan axis {pre.axis!r} "
-                        "would restart", f"put {pre.axis!r}'s chunk loop innermost, or keep "
-                        f"{seq_ax!r} a tile")
     return Step(stage, body, level, tuple(spatial[a.name] for a in stage.axes), (), (),
                 "scan", None, is_root, ss.prefetch, ss.caches, ss.store_parts, pre)
 

@@ -164,8 +164,8 @@ class KernelWalk:
                 self.axis_value(m, ctx, body)
         for lvl, steps in levels(k):
             if lvl is not None:
-                for st in steps:  # a scan's running value outlives the chunk loop's trips
-                    if st.scan is not None:
+                for st in steps:  # a scan's running value outlives its chunk loop's trips
+                    if st.scan is not None and lvl.name in scan_map(st).loops:
                         self.carry(st, ctx, body)
                 m = next(mm for mm in root_maps.values() if lvl.name in mm.loops)
                 body = self.open_seq(lvl, m, m.strides[m.loops.index(lvl.name)], ctx, body)

@@ -297,3 +297,18 @@ def test_mutations_propose_scans_and_leave_their_window_unsplit():
                for seed in range(20)
                for x in mu.reduction_strategy(Trace.from_dict(NAIVE), random.Random(seed),
                                               m).moves if x.m == "reduction")
+
+
+@pytest.mark.parametrize("name", ["cpu", "numba", "triton", "cuda"])
+def test_a_whole_scan_tile_inside_another_axis_chunk_loop(name):
+    """cumsum along the first dim, the columns looped over in chunks inside the program
+    and the rows one tile: the scan runs whole within each chunk."""
+    o = scan_op("cumsum", "first")
+    t = Trace.from_dict({"version": 1, "op": "", "moves": [
+        {"m": "split", "stage": "y", "axis": "j", "size": 8},
+        {"m": "reorder", "stage": "y", "order": ["jo", "i", "ji"]},
+        {"m": "reduction", "stage": "y", "strategy": "scan"}]})
+    d = {"M": 37, "N": 29}
+    st = lower(apply_trace(o, t), d).kernels[0].steps[-1]
+    assert (st.strategy, st.level) == ("scan", "jo")
+    assert not opcheck.check(o, d, backend(name), trace=t, seeds=(11,))

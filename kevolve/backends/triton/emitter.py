@@ -161,8 +161,8 @@ class KernelWriter:
                 self.axis_value(m, root_ctx)
         for lvl, steps in levels(k):
             if lvl is not None:
-                for st in steps:  # a scan's running value outlives the chunk loop's trips
-                    if st.scan is not None:
+                for st in steps:  # a scan's running value outlives its chunk loop's trips
+                    if st.scan is not None and lvl.name in scan_map(st).loops:
                         self.carry(st)
                 m = next(mm for mm in maps.values() if lvl.name in mm.loops)
                 self.axis_bounds(m, root_ctx)
