@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..ir import prefix
 from ..ir.interp import InterpError, eval_int
 from ..ir.nodes import (
     Axis,
@@ -269,6 +270,8 @@ def _retarget(m: AxisMap, a: Axis) -> AxisMap:
 def _step(ss: StageSched, stage, bodies, spatial: dict[str, AxisMap], level, loops, dims,
           rank: int, is_root: bool, stage_root, guards: list) -> Step:
     body = bodies[ss.name]
+    if ss.reduction == "scan":
+        return _scan_step(ss, stage, body, spatial, level, loops, is_root)
     blocks = {lp.name: lp for lp in loops if lp.role == "block"}
     used_pos = {blocks[ln].pos for m in spatial.values() for ln in m.loops if ln in blocks}
     dot = _is_dot(body, ss, spatial, blocks, rank, dims)
@@ -327,6 +330,43 @@ def _step(ss: StageSched, stage, bodies, spatial: dict[str, AxisMap], level, loo
     return Step(stage, body, level, tuple(spatial[a.name] for a in stage.axes),
                 tuple(red_loops), tuple(red_maps), strat, None, is_root, ss.prefetch,
                 ss.caches, ss.store_parts)
+
+
+def _scan_step(ss: StageSched, stage, body: Expr, spatial: dict[str, AxisMap], level,
+               loops: list[PLoop], is_root: bool) -> Step:
+    """A prefix reduction lowered as a running value along its axis: the axis' loops must
+    run inside the program (its chunk loop, if split, is the one the step sits in, so the
+    value carries from chunk to chunk), and the reduce axis has no loops of its own. Inside
+    another axis' chunk loop, a scan over a whole tile of its axis starts afresh per chunk,
+    which is right: each chunk holds other points."""
+    idx = ss.reduction_by
+    pre, why = prefix.match(stage, body)
+    if pre is None:
+        raise MoveError(idx, "semantics.scan", f"{ss.name!r} is not a prefix reduction: "
+                        f"{why}", "a scan needs one sum_/prod_/max_/min_ over k in [0, j + 1)"
+                        " (or [0, j), [j, N), [j + 1, N)) of a stage axis j, with a body "
+                        "that reads j only through k; drop the reduction move to keep the "
+                        "plain lowering")
+    k = pre.reduce.axes[0].name
+    if any(lp.kind == "reduce" and lp.part != "whole" for lp in ss.loops):
+        raise MoveError(idx, "semantics.scan", f"{ss.name}.{k} is split, but a scan does not "
+                        f"loop over {k!r}: it walks {pre.axis!r}", f"split {pre.axis!r} "
+                        f"instead (its chunks are carried), and leave {k!r} whole")
+    roles = {lp.name: lp.role for lp in loops}
+    m = spatial[pre.axis]
+    for ln in m.loops:
+        if roles[ln] == "grid":
+            raise MoveError(idx, "semantics.scan", f"scan axis {ss.name}.{pre.axis} is on the"
+                            f" grid (loop {ln!r}); programs cannot carry a running value",
+                            f"keep {pre.axis!r} inside the program (a block, or split with "
+                            "its outer loop sequential) and bind the other axes to the grid")
+        if roles[ln] == "seq" and ln != level:
+            raise MoveError(idx, "semantics.scan", f"scan axis {ss.name}.{pre.axis} has the "
+                            f"chunk loop {ln!r}, but {ss.name!r} is computed in "
+                            f"{level or 'the program top'!r}", f"make {ln!r} the innermost "
+                            "sequential loop (reorder), and compute the stage in it")
+    return Step(stage, body, level, tuple(spatial[a.name] for a in stage.axes), (), (),
+                "scan", None, is_root, ss.prefetch, ss.caches, ss.store_parts, pre)
 
 
 def _epilogue_contraction(body: Expr) -> Reduce | None:

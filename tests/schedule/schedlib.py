@@ -29,12 +29,17 @@ from kevolve.plan.model import Plan
 LIBRARY = tuple(ops.names())
 
 
+def opdef(name: str):
+    """A library op by name, or an ATen catalog op by its bare name (cumsum_last)."""
+    return ops.get(name) if name in LIBRARY else ops.resolve(f"aten.{name}")
+
+
 @cache
 def small(name: str) -> tuple[Op, dict[str, int]]:
     """(op, dims) of a library op at its `small` preset, or of one of the ops below."""
     if name in EXTRA:
         return EXTRA[name]
-    d = ops.get(name)
+    d = opdef(name)
     case = d.case("small")
     o = d.op_for("small")
     return o, bind_dims(o, case.inputs, case.params)
