@@ -97,3 +97,31 @@ def _max_bag(t, _):
 EMBEDDING_BAG_MAX = define(
     op("embedding_bag_max", inputs=[table, indices, offsets], outputs=[out]),
     presets=BAGS, reference=_max_bag, doc="out[b, :] = max_{l in bag b} table[indices[l], :]")
+
+# -- embedding bag backward: the table's gradient is a scatter-add ---------------------------
+# Every index of bag b adds the bag's output gradient into its table row; rows that several
+# bags (or one bag twice) pick add up, rows nobody picks stay 0. An accumulating stage says
+# so directly: one add per (index, column), however the indices repeat.
+V, D, T, B = dims("V D T B")
+grad_out = input("grad_out", (B, D), f32)
+indices = input("indices", (T,), i64)
+offsets = input("offsets", (B + 1,), i64)
+b, d = axes("b d", B, D)
+l = jagged_axis("l", start=offsets[b], end=offsets[b + 1], max_extent=param("max_len"))
+grad_table = compute("grad_table", (b, l, d), grad_out[b, d], store=(indices[l], d),
+                     shape=(V, D), accumulate="sum")
+
+
+def _bag_backward(t, p):
+    import torch
+
+    off = t["offsets"]
+    bag = torch.repeat_interleave(torch.arange(off.numel() - 1), off.diff())
+    g = t["grad_out"]
+    return torch.zeros(p["V"], g.shape[1], dtype=g.dtype).index_add_(0, t["indices"], g[bag])
+
+
+EMBEDDING_BAG_BACKWARD = define(
+    op("embedding_bag_backward", inputs=[grad_out, indices, offsets], outputs=[grad_table]),
+    presets=BAGS, reference=_bag_backward, inputs={"offsets": lengths("skewed")},
+    doc="grad_table[indices[l], :] += grad_out[b, :] for every l in bag b (a scatter-add)")

@@ -72,6 +72,7 @@ def _records(store: Store, op_name: str | None) -> Iterator[dict]:
                "proposer": r["proposer"], "model": r["model"],
                "input_tokens": r["input_tokens"], "output_tokens": r["output_tokens"],
                "note": r["note"], "created": r["created"]}
+    yield from _prompt_records(store, op_name)
     for r in store._read("SELECT u.*, o.ir_hash FROM runs u JOIN ops o ON o.id = u.op_id "
                          f"{where} ORDER BY u.id", args):
         yield {"kind": "run", "op": r["ir_hash"], "backend": r["backend"],
@@ -85,6 +86,29 @@ def _records(store: Store, op_name: str | None) -> Iterator[dict]:
                "shape": loads(r["shape"], f"baselines row of {r['op_name']}, shape"),
                "hardware": r["hardware"], "toolchain": r["toolchain"], "baseline": r["kind"],
                "time_ms": r["time_ms"], "measured": r["measured"]}
+
+
+def _prompt_records(store: Store, op_name: str | None) -> Iterator[dict]:
+    """The LLM exchanges, each with the candidates it produced by (ir_hash, trace_hash);
+    with op_name, those that produced a candidate of that op."""
+    if not store._read("SELECT 1 FROM sqlite_master WHERE name = 'prompts'"):
+        return
+    links: dict[int, list] = {}
+    for r in store._read("SELECT pc.prompt_id, o.ir_hash, c.trace_hash, o.name FROM "
+                         "prompt_candidates pc JOIN candidates c ON c.id = pc.candidate_id "
+                         "JOIN ops o ON o.id = c.op_id ORDER BY pc.prompt_id, c.id"):
+        if op_name is None or r["name"] == op_name:
+            links.setdefault(r["prompt_id"], []).append([r["ir_hash"], r["trace_hash"]])
+    for r in store._read("SELECT * FROM prompts ORDER BY id"):
+        if op_name is not None and r["id"] not in links:
+            continue
+        yield {"kind": "prompt", "proposer": r["proposer"], "transport": r["transport"],
+               "model": r["model"], "temperature": r["temperature"], "seed": r["seed"],
+               "input_tokens": r["input_tokens"], "output_tokens": r["output_tokens"],
+               "latency_s": r["latency_s"],
+               "prompt": loads(r["prompt"] or "[]", f"prompts row {r['id']}, prompt"),
+               "answer": r["answer"], "note": r["note"], "created": r["created"],
+               "candidates": links.get(r["id"], [])}
 
 
 @guarded
@@ -113,7 +137,7 @@ def export_jsonl(store: Store, path: str | os.PathLike, op_name: str | None = No
     if op_name is not None and op_name not in store.op_names():
         raise ArchiveError(_unknown_op(op_name, store))
     path = Path(path)
-    counts = {k: 0 for k in ("op", "candidate", "result", "ceiling", "usage", "run",
+    counts = {k: 0 for k in ("op", "candidate", "result", "ceiling", "usage", "prompt", "run",
                              "baseline")}
     header = {"kind": "header", "format": JSONL_FORMAT, "version": JSONL_VERSION,
               "schema": schema.schema_version(), "source": str(store.path), "op": op_name,
@@ -200,7 +224,7 @@ class _Importer:
     def run(self, records: Iterable[tuple[int, dict]]) -> dict:
         handlers = {"op": self.op, "candidate": self.candidate, "result": self.result,
                     "ceiling": self.ceiling, "usage": self.usage, "run": self.run_record,
-                    "baseline": self.baseline}
+                    "baseline": self.baseline, "prompt": self.prompt}
         for n, rec in records:
             self.where = f"{self.source} (record {n})"
             handler = handlers.get(rec.get("kind"))
@@ -327,6 +351,46 @@ class _Importer:
         self.c.execute("INSERT INTO usage (candidate_id, proposer, model, input_tokens, "
                        "output_tokens, note, created) VALUES (?, ?, ?, ?, ?, ?, ?)", row)
         self.count("usage", True)
+
+    def prompt(self, rec: dict) -> None:
+        """An LLM exchange; the same one (proposer, transport, model, time, answer) is
+        skipped. Its candidates must be in the file or here already."""
+        temp, seed = rec.get("temperature"), rec.get("seed")
+        if temp is not None:
+            temp = self.get(rec, "temperature", float)
+        if seed is not None:
+            seed = self.get(rec, "seed", int)
+        key = (self.get(rec, "proposer", str), self.get(rec, "transport", str, ""),
+               self.get(rec, "model", str, ""), self.get(rec, "created", float),
+               self.get(rec, "answer", str, ""))
+        cands = []
+        for ref in self.get(rec, "candidates", list, []):
+            if not (isinstance(ref, list) and len(ref) == 2
+                    and all(isinstance(x, str) for x in ref)):
+                self.fail("a prompt's candidate is not [ir_hash, trace_hash]")
+            cid = self.cand_ref(*ref)
+            if cid is None:
+                self.fail(f"a prompt refers to candidate {ref[1][:12]}, which is neither in "
+                          "the file nor here")
+            cands.append(cid)
+        row = self.c.execute("SELECT id FROM prompts WHERE proposer = ? AND transport = ? AND "
+                             "model = ? AND created = ? AND answer = ?", key).fetchone()
+        if row is None:
+            pid = self.c.execute(
+                "INSERT INTO prompts (proposer, transport, model, temperature, seed, "
+                "input_tokens, output_tokens, latency_s, prompt, answer, note, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*key[:3], temp, seed, self.get(rec, "input_tokens", int, 0),
+                 self.get(rec, "output_tokens", int, 0),
+                 self.get(rec, "latency_s", float, 0.0),
+                 dumps(self.get(rec, "prompt", list, [])), key[4],
+                 self.get(rec, "note", str, ""), key[3])).lastrowid
+        else:
+            pid = row[0]
+        for cid in cands:
+            self.c.execute("INSERT OR IGNORE INTO prompt_candidates (prompt_id, candidate_id) "
+                           "VALUES (?, ?)", (pid, cid))
+        self.count("prompts", row is None)
 
     def run_record(self, rec: dict) -> None:
         op_id = self.op_ref(self.get(rec, "op", str))

@@ -19,7 +19,8 @@ APPLICATION_ID = int.from_bytes(b"KEVO", "big")  # 0x4B45564F, PRAGMA applicatio
 # What an archive holds, as counted by info(), merge() and import_jsonl(), and the table of
 # each kind.
 TABLES = {"ops": "ops", "candidates": "candidates", "results": "results",
-          "ceilings": "hardware", "usage": "usage", "runs": "runs", "baselines": "baselines"}
+          "ceilings": "hardware", "usage": "usage", "runs": "runs", "baselines": "baselines",
+          "prompts": "prompts"}
 KINDS = tuple(TABLES)
 
 

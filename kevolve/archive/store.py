@@ -617,8 +617,9 @@ class Store:
     def info(self) -> dict:
         """Schema, table counts, and per (op, backend, hardware): candidates evaluated, ok,
         failed, best time."""
-        counts = {k: self._read(f"SELECT count(*) FROM {t}")[0][0]
-                  for k, t in TABLES.items()}
+        have = {r[0] for r in self._read("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        counts = {k: self._read(f"SELECT count(*) FROM {t}")[0][0] if t in have else 0
+                  for k, t in TABLES.items()}  # an older archive opened read-only lacks some
         groups: dict[tuple, dict] = {}
         for r in self._latest("1", ()):
             key = (r["op_name"], r["backend"], r["hardware"])

@@ -23,7 +23,7 @@ class Caps:
     moves: frozenset[str] = frozenset({"split", "reorder", "fuse", "bind", "vectorize",
                                        "unroll", "inline", "compute_at", "cache",
                                        "reduction", "launch"})
-    strategies: frozenset[str] = frozenset({"auto", "single", "looped", "online"})
+    strategies: frozenset[str] = frozenset({"auto", "single", "looped", "online", "scan"})
     max_tile_elems: int = 1 << 16  # elements of one program's block tile
     max_threads: int = 1024
     shared_bytes: int = 0

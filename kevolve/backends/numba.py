@@ -59,6 +59,8 @@ class NumbaBackend(Backend):
                     "body": "\n".join(NUMBA_LANG.render(ScalarEmitter(plan, k, NUMBA_LANG)
                                                          .build()))}
                    for k in plan.kernels]
+        for k in kernels:  # an accumulating kernel's programs run in order: no prange
+            k["parallel"] = "prange(" in k["body"]
         ctx = Ctx()
         guards = [{"cond": emit(c, ctx, NUMBA_LANG.expr, str), "msg": m} for c, m in sig.guards]
         scratch = []

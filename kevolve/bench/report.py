@@ -6,7 +6,10 @@ each with alt text that states what it shows.
 Charts: the times beside the roofline floor, the speedups, the time as a % of the floor, a
 roofline per backend (each kernel placed by arithmetic intensity and achieved FLOP/s under
 the ceilings measured in the same run) and the search's best-so-far. An axis is
-logarithmic where its data spans a decade or more."""
+logarithmic where its data spans a decade or more. An aten run adds its summary (fast_1,
+geomeans, the ops that lose by cause); a model run's end-to-end figures (samples/s per
+scenario and mode, ratios over torch.compile) show beside the per-op ones when both are
+given (`combine`)."""
 
 from __future__ import annotations
 
@@ -32,6 +35,11 @@ def plain(x: float) -> str:
 def ratio(x) -> str:
     """A speedup or ratio to three decimals: 1.005 is not 1 where spreads are 0.6%."""
     return "-" if x is None else f"{x:.3f}"
+
+
+def share(x) -> str:
+    """A fraction as a whole percentage."""
+    return "-" if x is None else f"{100 * x:.0f}%"
 
 
 def spreads(row: dict) -> str:
@@ -71,7 +79,13 @@ def _columns(res: dict) -> list[tuple[str, object]]:
             ("searched", get("searched")), ("within 5% at", get("within_5pct_at")),
             ("bare matmul / kevolve", rat("bare_over_kevolve")),
             ("verdict", get("kevolve_verdict"))]
-    return cols + [(f"{b.replace('_', ' ')} ms", get(f"{b}_ms")) for b in extra_times(res)]
+    cols += [(f"{b.replace('_', ' ')} ms", get(f"{b}_ms")) for b in extra_times(res)]
+    if any("cause" in r for r in res["rows"]):  # an aten run: family, and why an op loses
+        cols[1:1] = [("family", get("family"))]
+        cols += [("default x compile", rat("default_speedup_compile")),
+                 ("strategies", lambda r: ",".join(r.get("strategies") or []) or "-"),
+                 ("cause", lambda r: r.get("cause") or "-")]
+    return cols
 
 
 def _rounds(res: dict) -> list[list[str]]:
@@ -79,7 +93,8 @@ def _rounds(res: dict) -> list[list[str]]:
     whether all contestants moved together (a clock) or one alone."""
     return [[r["op"], key[:-len("_rounds_ms")].replace("_", " ")] +
             [number(t, 4) for t in r[key]]
-            for r in res["rows"] for key in sorted(k for k in r if k.endswith("_rounds_ms"))]
+            for r in res.get("rows", ())
+            for key in sorted(k for k in r if k.endswith("_rounds_ms"))]
 
 
 def _protocol(res: dict) -> str:
@@ -96,11 +111,15 @@ def _protocol(res: dict) -> str:
 def _messages(res: dict) -> list[tuple[str, str, str]]:
     """(op, contestant, message) for every contestant that failed."""
     out = []
-    for r in res["rows"]:
+    for r in res.get("rows", ()):
         for key in [k for k in r if k.endswith("_verdict")]:
             who = key[:-len("_verdict")]
             if r[key] != "ok":
                 out.append((r["op"], who, f"{r[key]}: {r.get(f'{who}_message') or ''}"))
+        if r.get("compile_error"):
+            out.append((r["op"], "torch.compile", r["compile_error"]))
+        if r.get("search_error"):
+            out.append((r["op"], "search", r["search_error"]))
     return out
 
 
@@ -275,16 +294,48 @@ def _gain(series: list) -> float:
     return known[0] / min(known)
 
 
+def _models_chart(plt, res):
+    """Each model's samples/s per scenario and mode over torch.compile's."""
+    bars = [(f"{name} {sc}", {m: v / sr["samples_per_s"]["compile"]
+                              for m, v in sr["samples_per_s"].items()})
+            for name, r in res.get("models", {}).items() for sc, sr in r["scenarios"].items()
+            if sr["samples_per_s"].get("compile")]
+    if not bars:
+        return None
+    modes = [m for m in dict.fromkeys(m for _, oc in bars for m in oc)]
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    w = 0.8 / len(modes)
+    for k, m in enumerate(modes):
+        ax.bar([x + (k - (len(modes) - 1) / 2) * w for x in range(len(bars))],
+               [oc.get(m) or 0 for _, oc in bars], w, label=m)
+    values = [v for _, oc in bars for v in oc.values()]
+    log = spans_decades(values + [1.0])
+    if log:
+        ax.set_yscale("log")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(list(range(len(bars))), [b for b, _ in bars], rotation=30, ha="right")
+    ax.set_ylabel("samples/s over torch.compile" + (", log scale" if log else ""))
+    ax.legend(fontsize=8)
+    alt = ("Bar chart of each model's throughput per scenario and mode as a multiple of "
+           "torch.compile's (above the line at 1 the mode is faster): " + _listing(
+               (b, ", ".join(f"{m} {ratio(v)}x" for m, v in oc.items())) for b, oc in bars)
+           + ".")
+    return "End to end: samples/s over torch.compile", alt, fig
+
+
 def charts(res: dict) -> list[dict]:
     """[{title, alt, src}] for the report; matplotlib is imported here, with Agg."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    made = [_times_chart(plt, res), _speedup_chart(plt, res), _floor_chart(plt, res),
-            _roofline_chart(plt, res, res["backend"], "kevolve")]
-    made += [_roofline_chart(plt, res, b, b) for b in other_backends(res)]
-    made.append(_history_chart(plt, res))
+    made = []
+    if res.get("rows"):
+        made += [_times_chart(plt, res), _speedup_chart(plt, res), _floor_chart(plt, res),
+                 _roofline_chart(plt, res, res["backend"], "kevolve")]
+        made += [_roofline_chart(plt, res, b, b) for b in other_backends(res)]
+        made.append(_history_chart(plt, res))
+    made.append(_models_chart(plt, res))
     out = []
     for m in made:
         if m is None:
@@ -307,8 +358,72 @@ def _environment():
                               trim_blocks=True, lstrip_blocks=True)
 
 
+def _aten(res: dict) -> dict | None:
+    """The aten summary as the page shows it."""
+    s = res.get("aten")
+    if not s:
+        return None
+    losses = [(cause, [(o["op"], ratio(o.get("speedup_compile")),
+                        number(o.get("pct_floor")), ",".join(o.get("strategies") or []),
+                        (o.get("message") or "")[:300]) for o in ops])
+              for cause, ops in s["losses"].items()]
+    fams = [(f, v["ops"], share(v["fast_1"]), ratio(v["geomean_speedup_compile"]))
+            for f, v in s["families"].items()]
+    return {"ops": s["ops"], "correct": s["correct"], "timed": s["timed_vs_compile"],
+            "fast_1": share(s["fast_1"]), "fast_1_default": share(s["fast_1_default"]),
+            "geomean_compile": ratio(s["geomean_speedup_compile"]),
+            "geomean_default": ratio(s["geomean_default_speedup_compile"]),
+            "geomean_eager": ratio(s["geomean_speedup_eager"]),
+            "budget": res.get("budget"), "families": fams, "losses": losses}
+
+
+def _models(res: dict) -> list[dict]:
+    """Each model's end-to-end table: samples/s per scenario (rows) and mode (columns),
+    with the ratio over torch.compile; and its checks against eager."""
+    from .models import modes_of
+
+    out = []
+    for name, r in (res.get("models") or {}).items():
+        modes = modes_of(r)
+        rows = []
+        for sc, sr in r["scenarios"].items():
+            base = sr["samples_per_s"].get("compile")
+            cells = []
+            for m in modes:
+                v = sr["samples_per_s"].get(m)
+                cells.append("-" if v is None else plain(v) +
+                             (f" ({ratio(v / base)}x)" if base else ""))
+            rows.append([sc, str(sr["batch"])] + cells)
+        checks = [f"{m}: output {c['output_rel_err']:.1e}" +
+                  (f", worst gradient {c['grad_rel_err']:.1e} ({c['worst_grad']})"
+                   if "grad_rel_err" in c else "") + ("" if c["ok"] else ", FAILED")
+                  for m, c in r["checks"].items()]
+        out.append({"name": name, "params_m": f"{r['params_m']:.1f}", "modes": modes,
+                    "rows": rows, "checks": checks,
+                    "swaps": ", ".join(f"{s['path']} ({s['op']})" for s in r["swaps"])})
+    return out
+
+
+def combine(results: list[dict]) -> dict:
+    """One page's results from several files: at most one per-op run (ranking, cpu, aten)
+    and at most one model run, whose end-to-end figures show beside the per-op ones."""
+    ops = [r for r in results if "models" not in r]
+    models = [r for r in results if "models" in r]
+    if len(ops) > 1 or len(models) > 1:
+        raise ValueError("give at most one per-op results file and one model results file")
+    if not ops:
+        return models[0]
+    out = dict(ops[0])
+    if models:
+        m = models[0]
+        out["models"] = m["models"]
+        out["model_run"] = {k: m.get(k) for k in ("command", "device_name", "rounds",
+                                                  "iters", "torch", "started")}
+    return out
+
+
 def render_html(res: dict, with_charts: bool = True) -> str:
-    cols = _columns(res)
+    cols = _columns(res) if res.get("rows") else []
     try:
         figs = charts(res) if with_charts else []
         charts_note = ""
@@ -318,8 +433,13 @@ def render_html(res: dict, with_charts: bool = True) -> str:
                        "pip install 'kevolve[report]'")
     c = res.get("ceilings", {})
     n_rounds = res.get("rounds") or 0
+    run = res.get("model_run") or (res if res.get("models") else {})
     return _environment().get_template(TEMPLATE).render(
-        suite=res["suite"], backend=res["backend"], hardware=res["hardware"],
+        suite=res["suite"], backend=res.get("backend", "-"),
+        hardware=res.get("hardware") or res.get("device_name", "-"),
+        has_rows=bool(res.get("rows")), aten=_aten(res), models=_models(res),
+        model_run={"command": run.get("command"), "rounds": run.get("rounds"),
+                   "iters": run.get("iters"), "device": run.get("device_name")},
         date=res.get("date", ""),
         copy_gbs=plain(c.get("copy_bytes_per_s", 0) / 1e9),
         matmul_tflops=plain(c.get("matmul_flops", 0) / 1e12),
@@ -329,7 +449,7 @@ def render_html(res: dict, with_charts: bool = True) -> str:
         geomean_eager=ratio(res.get("geomean_speedup_eager")),
         toolchain=json.dumps(res.get("toolchain", {})),
         headers=[h for h, _ in cols],
-        rows=[[cell(r) for _, cell in cols] for r in res["rows"]],
+        rows=[[cell(r) for _, cell in cols] for r in res.get("rows", ())],
         rounds_header=[f"round {i + 1}" for i in range(n_rounds)],
         rounds=_rounds(res), messages=_messages(res),
         charts=figs, charts_note=charts_note)

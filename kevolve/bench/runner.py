@@ -18,7 +18,7 @@ from ..evaluate import check as ev
 from ..evaluate import timing
 from ..evaluate.oracle import reference
 from ..evaluate.timing import interleaved
-from .suites import PRESET, SUITES
+from .suites import SUITES, preset
 
 
 def _summary(ts: list[float]) -> tuple[float, float]:
@@ -62,10 +62,12 @@ def within(best_so_far: list, frac: float = 0.05) -> int | None:
 
 def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, compile_: bool,
              also: tuple[str, ...], repeat: int, seed: int = 0, contenders: tuple = (),
-             rounds: int = 3) -> dict:
+             rounds: int = 3, with_default: bool = False) -> dict:
     """One op's row. `contenders` are the archive's (candidate id, trace JSON), fastest
     first: with several, each is timed once and the fastest correct one is measured; with
-    none, the default schedule is."""
+    none, the default schedule is. `with_default`: the default schedule is timed beside the
+    archive's pick too (`default_ms`; a pick that is the default is not timed twice, and
+    `default_is_pick` says so)."""
     import torch
 
     import kevolve
@@ -73,10 +75,10 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
     from ..ir.interp import bind_dims
     from ..ir.roofline import floor
     from ..ops import resolve
-    from ..schedule import default_trace
+    from ..schedule import Trace, default_trace
 
     d = resolve(name)
-    sd = d.shape(PRESET[suite])
+    sd = d.shape(preset(suite, gpu))
     op = d.op_for(sd)
     device = "cuda" if gpu else "cpu"
     sync = torch.cuda.synchronize if gpu else (lambda: None)
@@ -137,7 +139,8 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
             return (lambda k=k, ins=ins, outs=outs: k(ins, outs, case.params)), info, check
         except Exception as e:
             traceback.print_exc()
-            return None, {"verdict": "error", "message": f"{type(e).__name__}: {e}"[:800]}, None
+            return None, {"verdict": "error", "stage": getattr(e, "stage", None),
+                          "message": f"{type(e).__name__}: {e}"[:800]}, None
 
     def after_timing(check, info: dict) -> bool:
         """Are the outputs the timed calls left still right? A kernel that is right once
@@ -184,8 +187,13 @@ def bench_op(name: str, suite: str, backend: str, gpu: bool, ceilings: dict, com
                trace_source="archive" if pick else "default")
     checks = {}
     entries = [("kevolve", backend, pick and pick[1])] + [(b, b, None) for b in also]
-    if not d.has_reference and pick:  # no torch reference: the default schedule is the baseline
-        entries.append(("default", backend, None))
+    if pick and (with_default or not d.has_reference):
+        # no torch reference: the default schedule is the baseline; with_default: it is
+        # timed beside the search's pick, unless the pick is the default itself
+        if default_trace(op, dims).to_json() == Trace.from_json(pick[1]).to_json():
+            row["default_is_pick"] = True
+        else:
+            entries.append(("default", backend, None))
     for key, be_name, tj in entries:
         if key == "kevolve" and pick and pick[0] in prepared:
             call, info, checks[key] = prepared.pop(pick[0])  # built and checked already
@@ -303,13 +311,18 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
               on_op=None, top: int = 1, rounds: int = 3,
               op_dbs: dict[str, str] | None = None) -> dict:
     """The suite's rows, each op searched (unless `from_archive`) and timed from its
-    archive: `op_dbs[op]` where given, else `db`."""
+    archive: `op_dbs[op]` where given, else `db`. The aten suite (catalog ops, `ops`
+    given) also times each op's default schedule, records an op whose search or bench
+    failed as a row instead of stopping, and adds its summary (`aten`: fast_1, geomeans,
+    the ops that lose by cause; kevolve.bench.catalog)."""
     from .. import api
     from ..archive import DEFAULT_PATH as DEFAULT_DB
     from ..archive import Archive
+    from ..errors import KevolveError
     from ..evaluate.hardware import hardware_name, measure_ceilings, toolchain
     from ..ops import resolve
     from ..search import SearchConfig, evolve
+    from . import catalog
 
     options = _options(api.backend(backend), threads)
     be = api.backend(backend, **options)
@@ -323,16 +336,25 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
     ceilings = measure_ceilings(gpu, threads)
     db = db or DEFAULT_DB
     names = ops or SUITES[suite]
+    aten = suite == "aten"
+    shape = preset(suite, gpu)
     out = {"suite": suite, "backend": backend, "hardware": hw, "ceilings": ceilings,
            "toolchain": toolchain(be), "rows": [], "history": {}, "rounds": rounds,
+           "preset": shape, "budget": 0 if from_archive else budget,
            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     for name in names:
         op_db = (op_dbs or {}).get(name, db)
+        search_error = None
         if not from_archive and budget > 0:
-            evolve(SearchConfig(name, backend, budget=budget, workers=workers, db=op_db,
-                                shape=PRESET[suite], threads=threads,
-                                backend_options=options))
-        archived = resolve(name).name
+            try:
+                evolve(SearchConfig(name, backend, budget=budget, workers=workers, db=op_db,
+                                    shape=shape, threads=threads, backend_options=options))
+            except KevolveError as e:
+                if not aten:
+                    raise
+                search_error = f"{type(e).__name__}: {e}"[:800]
+        d = resolve(name)
+        archived = d.op.name  # the archive's name of the op (a catalog op's lacks `aten.`)
         arch = Archive(op_db) if os.path.exists(op_db) else None
         try:
             tops = arch.fastest(archived, backend, hw, max(1, top)) if arch is not None else []
@@ -341,16 +363,27 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
             if arch is not None:
                 arch.close()
         out["history"][name] = [h["best_ms"] for h in hist]
-        row = bench_op(name, suite, backend, gpu, ceilings, compile_, also, repeat,
-                       contenders=tuple((s.candidate_id, s.trace_json) for s in tops),
-                       rounds=rounds)
-        _archived(row, tops, SearchConfig(name, backend, shape=PRESET[suite], threads=threads,
+        try:
+            row = bench_op(name, suite, backend, gpu, ceilings, compile_, also, repeat,
+                           contenders=tuple((s.candidate_id, s.trace_json) for s in tops),
+                           rounds=rounds, with_default=aten)
+        except Exception as e:  # an op the harness cannot bench is a row that says why
+            if not aten:
+                raise
+            traceback.print_exc()
+            row = {"op": d.name, "kevolve_verdict": "error", "kevolve_stage": "bench",
+                   "kevolve_message": f"{type(e).__name__}: {e}"[:800]}
+        if search_error:
+            row["search_error"] = search_error
+        _archived(row, tops, SearchConfig(name, backend, shape=shape, threads=threads,
                                           backend_options=options), hw, out["toolchain"])
         row["searched"] = len(hist)
         row["archive"] = os.path.basename(op_db)  # which archive the row's search is in
         row["within_5pct_at"] = within(out["history"][name])
         if row.get("bare_matmul_ms") and row.get("kevolve_ms"):
             row["bare_over_kevolve"] = row["bare_matmul_ms"] / row["kevolve_ms"]
+        if aten:
+            row.update(catalog.facts(name, row, be, shape))
         out["rows"].append(row)
         if on_op:
             on_op(row, out)
@@ -358,4 +391,6 @@ def run_suite(suite: str, backend: str, *, db: str | None, budget: int, from_arc
     out["geomean_speedup_compile"] = float(np.exp(np.mean(np.log(sp)))) if sp else None
     se = [r["speedup_eager"] for r in out["rows"] if r.get("speedup_eager")]
     out["geomean_speedup_eager"] = float(np.exp(np.mean(np.log(se)))) if se else None
+    if aten:
+        out["aten"] = catalog.summary(out["rows"], ceilings)
     return out

@@ -8,5 +8,12 @@ SUITES = {
     "cpu": ("softmax", "layernorm", "rmsnorm", "embedding_bag", "jagged_sum",
             "dot_interaction"),
 }
-PRESET = {"ranking": "gpu", "cpu": "cpu"}
-BACKEND = {"ranking": "triton", "cpu": "cpu"}  # the backend a suite runs on by default
+# The preset each suite benches at; None: the backend's (gpu on a device, else cpu). The
+# aten suite's ops come from the catalog (kevolve.ops.aten.select), not from SUITES.
+PRESET = {"ranking": "gpu", "cpu": "cpu", "aten": None}
+BACKEND = {"ranking": "triton", "cpu": "cpu", "aten": "cpu"}  # a suite's default backend
+
+
+def preset(suite: str, on_device: bool) -> str:
+    """The shape preset `suite` benches at on a backend that is (or is not) on a device."""
+    return PRESET.get(suite) or ("gpu" if on_device else "cpu")

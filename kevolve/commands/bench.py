@@ -29,12 +29,17 @@ def _line(row: dict) -> str:
 
 
 @click.command("bench", short_help="Benchmark a suite beside torch eager and torch.compile.")
-@click.option("--suite", type=click.Choice(["ranking", "cpu", "search"]), default="ranking",
-              show_default=True, help="search: how fast each --proposers search comes "
-              "within 5% of the best known on the cpu suite's ops, over --seeds seeds "
-              "(no torch timings).")
+@click.option("--suite", type=click.Choice(["ranking", "cpu", "aten", "model", "search"]),
+              default="ranking", show_default=True,
+              help="aten: the ATen catalog's ops (--family, --ops, --share), each op's "
+              "default schedule and a --budget search beside torch eager and torch.compile, "
+              "with fast_1 and the ops that lose by cause. model: the end-to-end ranking "
+              "models (--models-dir) in eager, torch.compile and with kevolve's ops swapped "
+              "in. search: how fast each --proposers search comes within 5% of the best "
+              "known on the cpu suite's ops, over --seeds seeds (no torch timings).")
 @click.option("--backend", "-b", "backend_name", default=None,
-              help="Default: triton for ranking, cpu for cpu.")
+              help="Default: triton for ranking, cpu for cpu and aten; for model, the "
+              "device's (triton on a GPU, else cpu).")
 @click.option("--budget", type=int, default=64, show_default=True,
               help="Candidates to evolve per op before timing (unless --from-archive).")
 @click.option("--from-archive", is_flag=True, help="Time the archive's best; no search.")
@@ -56,7 +61,24 @@ def _line(row: dict) -> str:
 @click.option("--workers", type=int, default=1, show_default=True)
 @click.option("--threads", type=int, default=None)
 @click.option("--ops", default="", help="Comma-separated ops to bench in place of the "
-              "suite's: library names, spec files path/spec.py:name, installed ops.")
+              "suite's: library names, spec files path/spec.py:name, installed ops; for "
+              "--suite aten, catalog op names and families (aten.relu,softmax).")
+@click.option("--family", default="", help="--suite aten: comma-separated catalog "
+              "families (unary, reduction, softmax, ...), beside --ops.")
+@click.option("--share", "share_spec", default=None, metavar="K/N",
+              help="--suite aten: only every N-th selected op, starting at the K-th.")
+@click.option("--models", default="dlrm,seq", show_default=True,
+              help="--suite model: the models to run.")
+@click.option("--models-dir", default=None, type=click.Path(file_okay=False),
+              help="--suite model: the models' package (default: benchmarks/models of the "
+              "working directory, else of the kevolve checkout).")
+@click.option("--scale", type=click.IntRange(min=1), default=1, show_default=True,
+              help="--suite model: divide the embedding tables' rows (CPU runs).")
+@click.option("--batch", "batch_sizes", default="512,8192,4096", show_default=True,
+              metavar="SERVE,LARGE,TRAIN", help="--suite model: the batch sizes of the "
+              "serving and large inference scenarios and of the training step.")
+@click.option("--iters", type=click.IntRange(min=1), default=10, show_default=True,
+              help="--suite model: steps per timed round.")
 @click.option("--also", default="", help="Other backends to time with default schedules.")
 @click.option("--no-compile", is_flag=True, help="Skip torch.compile.")
 @click.option("--report-from", metavar="RESULTS.json[,...]",
@@ -84,7 +106,8 @@ def _line(row: dict) -> str:
               help="Print the results (results.json's content) on stdout; no progress. Exit 1 "
               "when a kevolve kernel failed.")
 def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db, op_dbs,
-            workers, threads, ops, also, no_compile, report_from, proposers, seeds, transport,
+            workers, threads, ops, family, share_spec, models, models_dir, scale,
+            batch_sizes, iters, also, no_compile, report_from, proposers, seeds, transport,
             model, base_url, agent_command, transcripts, label, no_dedup, as_json) -> None:
     import os
 
@@ -110,9 +133,15 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
         else:
             echo(search_quality.markdown(res))
         return
-    if report_from:
-        res = json.loads(open(report_from).read())
+    if report_from:  # several: one page, e.g. an aten or ranking run beside a model run
+        try:
+            res = report.combine([json.loads(open(p).read()) for p in report_from.split(",")])
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--report-from") from None
         _, rh = report.write(res, out_dir)
+        if res.get("aten"):
+            from ..bench import catalog
+            (rh.parent / "report.md").write_text(catalog.markdown(res, res.get("command", "")))
         if as_json:
             emit_json({"report": str(rh.resolve())})
         else:
@@ -125,12 +154,18 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
         _search(backend_name or "cpu", budget, ops, proposers, seeds, not no_dedup,
                 threads if threads is not None else 1, out_dir, as_json, llm, label)
         return
+    if suite == "model":
+        _models(models, models_dir, scale, batch_sizes, rounds, iters, db, no_compile,
+                threads, out_dir, as_json, backend_name)
+        return
     from ..bench.runner import run_suite
     from ..bench.suites import BACKEND, SUITES
 
     backend_name = backend_name or BACKEND[suite]
-    # any OP: a suite's name, a spec file or an installed op, each through the resolver
-    names = tuple(o for o in ops.split(",") if o) or SUITES[suite]
+    if suite == "aten":
+        names = _catalog(family, ops, share_spec)
+    else:  # any OP: a suite's name, a spec file or an installed op, through the resolver
+        names = tuple(o for o in ops.split(",") if o) or SUITES[suite]
     per_op = {}
     for item in op_dbs:
         name, sep, path = item.partition("=")
@@ -167,7 +202,11 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
                         workers=workers, threads=threads, compile_=not no_compile,
                         also=tuple(a for a in also.split(",") if a),
                         ops=tuple(names), top=top, rounds=rounds, on_op=on_op)
+    res["command"] = _command_line(f"bench --suite {suite}")
     rj, rh = report.write(res, out_dir)
+    if suite == "aten":
+        from ..bench import catalog
+        (rj.parent / "report.md").write_text(catalog.markdown(res, res["command"]))
     failed = [r["op"] for r in res["rows"] if r.get("kevolve_verdict") != "ok"]
     if as_json:
         emit_json(res)
@@ -197,6 +236,12 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
                  "generated code (another shape, kevolve, template or toolchain); `kevolve "
                  f"evolve {r['op']} --backend {backend_name} --budget 0 --refresh N` measures "
                  "the N fastest again")
+    if suite == "aten":
+        s = res["aten"]
+        echo(f"fast_1 {report.share(s['fast_1'])} of {s['ops']} ops (default schedule "
+             f"{report.share(s['fast_1_default'])}); correct {s['correct']}/{s['ops']}")
+        for k, lost in s["losses"].items():
+            echo(f"  {k}: {', '.join(o['op'] for o in lost)}")
     echo(f"geomean x compile {report.ratio(res.get('geomean_speedup_compile'))}, x eager "
          f"{report.ratio(res.get('geomean_speedup_eager'))}; wrote {rj} and {rh}")
     _exit_on_failure(failed, rj)
@@ -242,3 +287,80 @@ def _exit_on_failure(failed: list[str], results) -> None:
     if failed:
         raise Failed(f"kevolve's kernel failed for {', '.join(failed)} (verdicts and messages "
                      f"in {results})")
+
+
+def _command_line(fallback: str) -> str:
+    """The command as typed (what a results file records), or `kevolve FALLBACK` where the
+    process was not started as kevolve (a test's runner)."""
+    import shlex
+    import sys
+
+    if sys.argv[0].endswith(("kevolve", "cli.py", "__main__.py")):
+        return "kevolve " + shlex.join(sys.argv[1:])
+    return f"kevolve {fallback}"
+
+
+def _catalog(family: str, ops: str, share_spec: str | None) -> tuple[str, ...]:
+    """The aten suite's ops: --family and --ops through the catalog's selection (all when
+    both are empty), then the --share slice, as `kevolve conform` selects them."""
+    from ..evaluate.conform import share
+    from ..ops import aten
+
+    sel = ",".join(p for p in (family, ops) if p) or "all"
+    try:
+        names = share(aten.select(sel), share_spec)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--share") from None
+    if not names:
+        raise click.BadParameter(f"{sel!r} selects no op", param_hint="--family/--ops")
+    return tuple(n if ":" in n else "aten." + n for n in names)
+
+
+def _models(models, models_dir, scale, batch_sizes, rounds, iters, db, no_compile, threads,
+            out_dir, as_json, backend_name=None) -> None:
+    """`--suite model`: kevolve.bench.models over the reference models' package, with
+    kevolve.torch.accelerate as the kevolve modes' swap."""
+    import os
+
+    from ..bench import models as e2e
+    from ..bench import report
+
+    try:
+        sizes = [int(x) for x in batch_sizes.split(",")]
+        if len(sizes) != 3 or min(sizes) < 1:
+            raise ValueError
+    except ValueError:
+        raise click.BadParameter(f"{batch_sizes!r}: give three positive batch sizes, "
+                                 "SERVE,LARGE,TRAIN", param_hint="--batch") from None
+    zoo = e2e.load_zoo(models_dir)
+    names = [m for m in models.split(",") if m]
+    unknown = [m for m in names if m not in zoo.MODELS]
+    if unknown or not names:
+        raise click.BadParameter(f"{', '.join(unknown) or models!r}: the models are "
+                                 f"{', '.join(zoo.MODELS)}", param_hint="--models")
+    if threads:
+        import torch
+        torch.set_num_threads(threads)
+    from ..torch import accelerate
+
+    modes = ("eager",) + (() if no_compile else ("compile",)) + ("kevolve",) + \
+        (() if no_compile else ("kevolve-compile",))
+    settings = e2e.Settings(models=tuple(names), modes=modes, archive=db,
+                            backend=backend_name, scale=scale,
+                            serve_batch=sizes[0], large_batch=sizes[1], train_batch=sizes[2],
+                            rounds=rounds, iters=iters)
+    say = (lambda m: None) if as_json else (lambda m: click.echo(m, err=True))
+    res = e2e.run(zoo, settings, accelerate, _command_line("bench --suite model"), say)
+    os.makedirs(out_dir, exist_ok=True)
+    rj, rh = report.write(res, out_dir)
+    (rj.parent / "report.md").write_text(e2e.markdown(res))
+    if as_json:
+        emit_json(res)
+    else:
+        echo(e2e.markdown(res, details=False))
+        echo(f"wrote {rj} and {rh}")
+    bad = [f"{name} {mode}" for name, r in res["models"].items()
+           for mode, c in r["checks"].items() if not c["ok"]]
+    if bad:
+        raise Failed(f"outputs or gradients differ from eager: {', '.join(bad)} "
+                     f"(see {rj})")

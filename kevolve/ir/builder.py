@@ -15,6 +15,8 @@ from __future__ import annotations
 from . import dtypes as dt
 from .errors import SpecError, user_location
 from .nodes import (
+    ACCUMULATE_DTYPES,
+    ACCUMULATE_OPS,
     REDUCE,
     SPATIAL,
     Axis,
@@ -201,9 +203,14 @@ def const(value, dtype) -> Const:
     return Const(value, _dtype(dtype))
 
 
-def compute(name: str, axes, body, *, dtype=None, store=None, shape=None) -> Compute:
-    """A stage. `store`/`shape` place results elsewhere than `out[axes]` (jagged outputs)."""
+def compute(name: str, axes, body, *, dtype=None, store=None, shape=None,
+            accumulate=None) -> Compute:
+    """A stage. `store`/`shape` place results elsewhere than `out[axes]` (jagged outputs).
+    `accumulate="sum"` adds every point's body into `out[store]` instead of writing it
+    (the buffer starts at 0; indices may repeat): a scatter-add in O(points)."""
     loc = user_location()
+    if accumulate is not None:
+        _check_accumulate(name, accumulate, store, shape, loc)
     ax = tuple(_axis_of(a) for a in axes)
     b = _wrap(body)
     if dtype is not None:
@@ -225,10 +232,26 @@ def compute(name: str, axes, body, *, dtype=None, store=None, shape=None) -> Com
                                 axis=a.name, loc=loc)
         shape = tuple(a.extent for a in ax)
     st = None if store is None else tuple(_wrap(e) for e in store)
+    if accumulate is not None and t.name not in ACCUMULATE_DTYPES:
+        raise SpecError(f"an accumulating stage cannot store {t}: atomic adds exist for "
+                        f"{', '.join(ACCUMULATE_DTYPES)} on every backend",
+                        "accumulate in f32 (dtype=f32) and cast in a stage that reads it",
+                        stage=name, loc=loc)
     out = Buffer(name, tuple(_wrap(s) for s in shape), t, loc=loc)
-    stage = Compute(name, ax, b, out, st, loc=loc)
+    stage = Compute(name, ax, b, out, st, accumulate, loc=loc)
     check_stage(stage)
     return stage
+
+
+def _check_accumulate(name: str, mode, store, shape, loc) -> None:
+    if mode not in ACCUMULATE_OPS:
+        raise SpecError(f"unknown accumulate mode {mode!r}",
+                        f"use accumulate={ACCUMULATE_OPS[0]!r} (or leave it out to write "
+                        "each point once)", stage=name, loc=loc)
+    if store is None or shape is None:
+        raise SpecError("an accumulating stage needs store= and shape=", "say where each "
+                        "point adds into (store=, e.g. (index[k], d)) and the output's "
+                        "shape (shape=)", stage=name, loc=loc)
 
 
 def op(name: str, inputs, outputs) -> Op:

@@ -1,18 +1,22 @@
 """Reverse-mode differentiation of the IR: the backward of an Op as another Op.
 
-The backward is written in "read-and-sum" form: every gradient element is computed by one
-program that reads the upstream gradient at all the points that touched it and sums them,
-so no kernel needs atomics or a scatter-add store (the IR has none). For each load of an
-input `X[I(p)]` in a stage over points `p`, the index map `I` is inverted:
+The backward is written in "read-and-sum" form where the index map can be inverted: every
+gradient element is computed by one program that reads the upstream gradient at all the
+points that touched it and sums them. For each load of an input `X[I(p)]` in a stage over
+points `p`:
 
 - an index that is a plain axis of the stage (`X[i, k]`) becomes the gradient's own axis;
   axes the index does not mention become a reduction (`dA[i, k] = sum_j dY[i, j] B[k, j]`);
 - a jagged axis (the absolute row of a segment) is inverted with the segment id of each
   row (`seg__<offsets>`), and `offsets[b] + j` likewise;
-- a gather (`table[indices[l], d]`) is inverted with the inverse index: for each table row,
-  the positions `l` that read it, as a CSR (`perm__<indices>` sorted positions and
-  `invoff__<indices>` offsets per row, plus `max_count__<indices>`, the most positions any
-  row has). embedding_bag's weight gradient is then a jagged reduction over that CSR.
+- a gather (`table[indices[l], d]`) is not inverted: its gradient is an accumulating stage
+  (`accumulate="sum"`) over the forward's own points, reduce axes included, each adding
+  `dY * coefficient` into the row it read (`d_table[indices[l], d] += d_out[b, d]`): one
+  atomic add per point, no auxiliary input and no bound on the busiest row. With
+  `derive(op, gathers="inverse")` it is inverted instead, with the inverse index: for each
+  table row, the positions `l` that read it, as a CSR (`perm__<indices>` sorted positions
+  and `invoff__<indices>` offsets per row, plus `max_count__<indices>`, the most positions
+  any row has); embedding_bag's weight gradient is then a jagged reduction over that CSR.
 
 These auxiliary inputs are cheap functions of the forward's integer inputs that the caller
 computes (`aux_arrays` on the host, kevolve.torch on the device). A stage whose body is not
@@ -35,6 +39,7 @@ from . import dtypes as dt
 from .errors import SpecError
 from .nodes import (
     REDUCE,
+    SPATIAL,
     Axis,
     AxisRef,
     Binary,
@@ -284,11 +289,39 @@ def _terms(stage: Compute) -> list[tuple[Load, Expr, tuple[Axis, ...]]]:
     return out
 
 
-def derive(op: Op) -> Backward:
+def _gathered(ld: Load) -> bool:
+    """The load picks rows through an index load (`table[indices[l], d]`)."""
+    return any(isinstance(c, Load) and c.buffer.dtype.is_int for c in ld.index)
+
+
+def _scatter(stage: Compute, ld: Load, coef: Expr, raxes, g_at: Load, name: str) -> Compute:
+    """`name[I(p)] += dY[store(p)] * coef(p)` over every point p of the forward stage, its
+    reduce axes iterated as spatial ones: a gather's gradient as an accumulating stage."""
+    from .builder import compute
+
+    ren: dict[str, Expr] = {}
+    axes = []
+    for a in stage.axes + tuple(raxes):
+        sub = lambda e: substitute_axes(e, ren) if e is not None else None  # noqa: E731
+        na = Axis(a.name, sub(a.extent), sub(a.start), SPATIAL, sub(a.max_extent), loc=a.loc)
+        ren[a.name] = AxisRef(na)
+        axes.append(na)
+    body = substitute_axes(_mul(_f32(g_at), _f32(coef)), ren)
+    store = tuple(substitute_axes(i, ren) for i in ld.index)
+    return compute(name, tuple(axes), body, store=store, shape=ld.buffer.shape,
+                   accumulate="sum")
+
+
+def derive(op: Op, gathers: str = "scatter") -> Backward:
     """The backward of a one-stage op (see the module docstring); NotDifferentiable when
-    the stage cannot be inverted."""
+    the stage cannot be inverted. `gathers` says how a gathered input's gradient is formed:
+    `scatter`, an accumulating stage over the forward's points (one atomic add per point,
+    no auxiliary input); `inverse`, the read-and-sum form over the inverse index (CSR)."""
     from .builder import compute, input
     from .builder import op as make_op
+
+    if gathers not in ("scatter", "inverse"):
+        raise ValueError(f"gathers must be 'scatter' or 'inverse', not {gathers!r}")
 
     if len(op.stages) != 1 or len(op.outputs) != 1:
         raise NotDifferentiable(f"{op.name} has {len(op.stages)} stages; only one-stage ops "
@@ -301,6 +334,9 @@ def derive(op: Op) -> Backward:
     params: set[str] = set()
     for ld, coef, raxes in _terms(stage):
         x = ld.buffer
+        if gathers == "scatter" and _gathered(ld):
+            by_input.setdefault(x.name, []).append((ld, coef, raxes))
+            continue
         new = [Axis(f"x{k}", s) for k, s in enumerate(x.shape)]
         inv = _Inverse({}, [], aux, params)
         _invert(stage, x, ld.index, new, inv)
@@ -322,7 +358,10 @@ def derive(op: Op) -> Backward:
     outs = []
     for name, parts in by_input.items():
         x = op.buffer(name)
-        if len(parts) == 1:
+        if len(parts) == 1 and len(parts[0]) == 3 and x.dtype == dt.f32:
+            outs.append(_scatter(stage, *parts[0], g_at, "d_" + name))
+            continue
+        if len(parts) == 1 and len(parts[0]) == 2:
             new, body = parts[0]
             outs.append(compute("d_" + name, tuple(AxisRef(a) for a in new), body,
                                 dtype=x.dtype.name))
@@ -330,9 +369,13 @@ def derive(op: Op) -> Backward:
         new = [Axis(f"x{k}", s) for k, s in enumerate(x.shape)]
         idx = tuple(AxisRef(a) for a in new)
         total = None
-        for t, (axs, body) in enumerate(parts):
-            part = compute(f"d_{name}_{t}", tuple(AxisRef(a) for a in axs), body)
-            total = _add(total, part[idx])
+        for t, part in enumerate(parts):
+            if len(part) == 3:  # accumulated in f32, read back (and cast) below
+                st = _scatter(stage, *part, g_at, f"d_{name}_{t}")
+            else:
+                axs, body = part
+                st = compute(f"d_{name}_{t}", tuple(AxisRef(a) for a in axs), body)
+            total = _add(total, st[idx])
         outs.append(compute("d_" + name, idx, total, dtype=x.dtype.name))
     ins = [b for b in op.inputs] + [grad] + [aux[k] for k in sorted(aux)]
     bwd = make_op(op.name + "_backward", inputs=ins, outputs=outs)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import prefix
 from .errors import InterpError
 from .nodes import (
     Axis,
@@ -216,6 +217,8 @@ class _Run:
 
     def reduce(self, e: Reduce, dom: _Domain):
         fast = self._contraction(e, dom)
+        if fast is None:
+            fast = self._prefix(e, dom)
         if fast is not None:
             return fast
         inner = _Domain(list(dom.shape), dict(dom.axes))
@@ -232,6 +235,37 @@ class _Run:
             else:
                 val = _segment_reduce(e.op, val, p, lengths)
         return val
+
+    def _prefix(self, e: Reduce, dom: _Domain):
+        """A prefix reduction (cumsum) as a running accumulation along its stage axis:
+        O(N) memory and time where the window's triangle would take O(N^2)."""
+        stage = next((s for s in self.op.stages if s.name == self.stage), None)
+        pre = prefix.of_reduce(e, stage)[0] if stage is not None else None
+        if pre is None or len(dom.shape) != len(stage.axes):
+            return None
+        p = [a.name for a in stage.axes].index(pre.axis)
+        k = e.axes[0].name
+        inner = _Domain(list(dom.shape), {**dom.axes, k: dom.axes[pre.axis] + pre.shift})
+        nonempty = np.broadcast_to(self.eval(pre.nonempty, dom), dom.shape)
+        prev = self.guard  # an empty window's element is never read
+        self.guard = nonempty if prev is None else np.logical_and(prev, nonempty)
+        try:
+            val = np.broadcast_to(self.eval(e.body, inner), dom.shape)
+        finally:
+            self.guard = prev
+        if val.dtype.kind == "f":
+            val = val.astype(np.float64)
+            ident = {"sum": 0.0, "prod": 1.0, "max": -np.inf, "min": np.inf}[e.op]
+        else:
+            big = np.iinfo(val.dtype)
+            ident = {"sum": 0, "prod": 1, "max": big.min, "min": big.max}[e.op]
+        val = np.where(nonempty, val, ident)
+        uf = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}[e.op]
+        if pre.reverse:
+            val = np.flip(uf.accumulate(np.flip(val, p), axis=p), p)
+        else:
+            val = uf.accumulate(val, axis=p) if val.shape[p] else val
+        return np.where(nonempty, val, 0) if e.op in ("max", "min") else val
 
     def _contraction(self, e: Reduce, dom: _Domain):
         """sum over dense axes of load*load with plain axis indices -> einsum (a real GEMM)."""
@@ -303,6 +337,8 @@ class _Run:
             self.add_axis(dom, a)
         val = np.broadcast_to(self.eval(s.body, dom), dom.shape)
         out = self.bufs[s.name]
+        if s.accumulate is not None:
+            out[...] = 0
         if s.store is None and all(not a.is_jagged and a.start == Const(0) for a in s.axes):
             out[...] = val
             return
@@ -310,6 +346,9 @@ class _Run:
         for k, ix in enumerate(idx):
             if ix.size and (ix.min() < 0 or ix.max() >= out.shape[k]):
                 raise InterpError(f"stage {s.name!r} stores out of bounds in dim {k}")
+        if s.accumulate == "sum":
+            np.add.at(out, tuple(idx), val)  # repeated indices add up
+            return
         out[tuple(idx)] = val
 
 

@@ -22,6 +22,8 @@ CMP_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGIC_OPS = ("and", "or")
 BINARY_OPS = ARITH_OPS + CMP_OPS + LOGIC_OPS
 REDUCE_OPS = ("sum", "max", "min", "prod")
+ACCUMULATE_OPS = ("sum",)  # accumulating stores: out[store] += body (see Compute.accumulate)
+ACCUMULATE_DTYPES = ("f32", "i32", "i64")  # what every backend has an atomic add for
 SPATIAL, REDUCE = "spatial", "reduce"
 
 
@@ -170,13 +172,18 @@ class Reduce(Expr):
 
 @dataclass(frozen=True)
 class Compute:
-    """One stage: `out[store] = body` for every point of `axes` (store defaults to the axes)."""
+    """One stage: `out[store] = body` for every point of `axes` (store defaults to the axes).
+
+    With `accumulate="sum"` the buffer starts at 0 and every point adds its body into
+    `out[store]` (np.add.at): several points may hit the same element (a scatter-add, a
+    histogram), so the stage is its own kernel, zeroed before it runs, its adds atomic."""
 
     name: str
     axes: tuple[Axis, ...]
     body: Expr
     out: Buffer
     store: tuple[Expr, ...] | None = None
+    accumulate: str | None = None
     loc: str | None = field(default=None, compare=False, hash=False, repr=False)
 
     def __getitem__(self, index) -> Load:
@@ -370,6 +377,9 @@ def tiling_dims(op: Op) -> list[str]:
     buffers, so a kernel takes them at call time and a lowering need not know them."""
     names: set[str] = set()
     for s in op.stages:
+        if s.accumulate is not None:  # its zeroing kernel runs over the whole buffer
+            for e in s.out.shape:
+                names |= {n.name for n in walk(e) if isinstance(n, Dim)}
         for a in s.axes + s.reduce_axes:
             for e in (a.start, a.extent) + ((a.max_extent,) if a.max_extent is not None
                                            else ()):

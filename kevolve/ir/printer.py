@@ -73,7 +73,8 @@ def buffer(b: Buffer) -> str:
 
 
 def stage(s: Compute) -> str:
-    lines = [f"  {s.name}[{', '.join(expr(i) for i in s.store_index)}] = {expr(s.body)}"]
+    eq = "+=" if s.accumulate == "sum" else "="
+    lines = [f"  {s.name}[{', '.join(expr(i) for i in s.store_index)}] {eq} {expr(s.body)}"]
     bounds = [axis(a) for a in s.axes + s.reduce_axes]
     lines.append(f"      for {'; '.join(bounds)}")
     lines.append(f"      -> {buffer(s.out)}")

@@ -10,7 +10,8 @@ The IR already says most of what makes an input valid; what it cannot say, a spe
   total `T` of `values[T, D]`) is then the offsets' last entry, not a preset's number;
 - gather indices: an integer input loaded inside another load's index draws from
   `[0, extent)` of the dimension it indexes; one compared with an axis (a label tested
-  `j == target[i]`) from `[0, extent of the axis)`;
+  `j == target[i]`) from `[0, extent of the axis)`; one in a stage's `store=` (a
+  scatter-add's index) from `[0, extent)` of the output dimension it indexes;
 - domains: an input fed (through casts) to log, sqrt or rsqrt is drawn positive, one that
   divides is drawn away from zero;
 - contractions: operands of `sum(A * B)` are scaled by extent^-1/4 each, so products summed
@@ -181,6 +182,12 @@ def analyse(op: Op, declared: dict | None = None) -> Analysis:
                                             nonzero=old.nonzero or dom.nonzero)
 
     for s in op.stages:
+        if s.store is not None:  # a scatter: an index input in store= ranges over the dim
+            for p, ix in enumerate(s.store):
+                for sub in _shallow(ix):
+                    if isinstance(sub, Load) and sub.buffer.name in ints and \
+                            sub.buffer.name not in offsets:
+                        index_of.setdefault(sub.buffer.name, s.out.shape[p])
         for node in walk_stage(s):
             if isinstance(node, Load):
                 for p, ix in enumerate(node.index):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import printer
-from ..ir.interp import eval_int
+from ..ir import prefix, printer
+from ..ir.interp import InterpError, eval_int
 from ..ir.nodes import (
     Axis,
     AxisRef,
@@ -70,11 +70,40 @@ def lower(sched: Schedule, dims: dict[str, int]) -> Plan:
             raise MoveError(s.placed_by, "semantics.nested_compute_at", f"{s.name!r} is "
                             f"computed at {s.at[0]!r}, which is not itself a kernel root",
                             "compute both producers at the same root stage")
-    kernels = [_kernel(sched, op, r, [s for s in at if s.at[0] == r.name], bodies, dims,
-                       [x.name for x in roots])
-               for r in roots]
+    kernels = []
+    for r in roots:
+        if op.stage(r.name).accumulate is not None:
+            kernels.append(zero_kernel(op.stage(r.name), dims))
+        kernels.append(_kernel(sched, op, r, [s for s in at if s.at[0] == r.name], bodies,
+                               dims, [x.name for x in roots]))
     scratch = tuple(r.name for r in roots if r.name not in op.outputs)
     return Plan(op, tuple(kernels), scratch, tuple(sorted(dims.items())))
+
+
+ZERO_BLOCK = 1024  # elements one program of a zeroing kernel clears
+
+
+def zero_kernel(stage: Compute, dims: dict[str, int]) -> KernelPlan:
+    """The kernel that sets an accumulating stage's buffer to 0 before the stage adds into
+    it: the buffer as one flat axis `z`, in tiles of up to ZERO_BLOCK on the grid. Every
+    backend renders it as an ordinary pointwise kernel, and kernels run in plan order, so
+    every launcher (and a second call on the same buffers) starts from zeros."""
+    out = stage.out
+    numel: Expr = Const(1)
+    for e in out.shape:
+        numel = e if numel == Const(1) else Binary("mul", numel, e)
+    try:
+        size = min(ZERO_BLOCK, p2(eval_int(numel, dims)))
+    except InterpError:  # a size the shape class does not bind: the full tile, masked
+        size = ZERO_BLOCK
+    z = Axis("z", numel)
+    flat = Buffer(out.name, (numel,), out.dtype)
+    name = f"{stage.name}_zero"
+    zs = Compute(name, (z,), Const(0 if out.dtype.is_int else 0.0, out.dtype), flat)
+    loops = (PLoop("zo", ("z",), "grid"), PLoop("zi", ("z",), "block", size, 0))
+    step = Step(zs, zs.body, None, (AxisMap(z, ("zo", "zi"), (size, 1), None, True),), (),
+                (), "none", is_root=True)
+    return KernelPlan(f"k_{name}", zs, loops, (step,), 1, (size,))
 
 
 def _kernel(sched: Schedule, op: Op, rs: StageSched, steps_at: list[StageSched],
@@ -216,8 +245,8 @@ def _exact(where: str, ax: Axis, size: int, forced: bool, dims, guards) -> bool:
     Constant trip counts are what let C compilers unroll and vectorize without epilogues."""
     if ax.is_jagged or ax.start != Const(0):
         return False
-    if not forced and eval_int(ax.extent, dims) % size:
-        return False
+    if not forced and (eval_int(ax.extent, dims) % size or eval_int(ax.extent, dims) == 0):
+        return False  # an empty axis keeps its mask: a tile of `size` would run anyway
     guards.append((Binary("eq", Binary("mod", ax.extent, Const(size)), Const(0)),
                    f"{where}.{ax.name}: extent must be a multiple of {size}"))
     return True
@@ -319,6 +348,8 @@ def _retarget(m: AxisMap, a: Axis) -> AxisMap:
 def _step(ss: StageSched, stage, bodies, spatial: dict[str, AxisMap], level, loops, dims,
           rank: int, is_root: bool, stage_root, guards: list) -> Step:
     body = bodies[ss.name]
+    if ss.reduction == "scan":
+        return _scan_step(ss, stage, body, spatial, level, loops, is_root)
     blocks = {lp.name: lp for lp in loops if lp.role == "block"}
     used_pos = {blocks[ln].pos for m in spatial.values() for ln in m.loops if ln in blocks}
     dot = _is_dot(body, ss, spatial, blocks, rank, dims)
@@ -379,6 +410,43 @@ def _step(ss: StageSched, stage, bodies, spatial: dict[str, AxisMap], level, loo
                 ss.caches, ss.store_parts)
 
 
+def _scan_step(ss: StageSched, stage, body: Expr, spatial: dict[str, AxisMap], level,
+               loops: list[PLoop], is_root: bool) -> Step:
+    """A prefix reduction lowered as a running value along its axis: the axis' loops must
+    run inside the program (its chunk loop, if split, is the one the step sits in, so the
+    value carries from chunk to chunk), and the reduce axis has no loops of its own. Inside
+    another axis' chunk loop, a scan over a whole tile of its axis starts afresh per chunk,
+    which is right: each chunk holds other points."""
+    idx = ss.reduction_by
+    pre, why = prefix.match(stage, body)
+    if pre is None:
+        raise MoveError(idx, "semantics.scan", f"{ss.name!r} is not a prefix reduction: "
+                        f"{why}", "a scan needs one sum_/prod_/max_/min_ over k in [0, j + 1)"
+                        " (or [0, j), [j, N), [j + 1, N)) of a stage axis j, with a body "
+                        "that reads j only through k; drop the reduction move to keep the "
+                        "plain lowering")
+    k = pre.reduce.axes[0].name
+    if any(lp.kind == "reduce" and lp.part != "whole" for lp in ss.loops):
+        raise MoveError(idx, "semantics.scan", f"{ss.name}.{k} is split, but a scan does not "
+                        f"loop over {k!r}: it walks {pre.axis!r}", f"split {pre.axis!r} "
+                        f"instead (its chunks are carried), and leave {k!r} whole")
+    roles = {lp.name: lp.role for lp in loops}
+    m = spatial[pre.axis]
+    for ln in m.loops:
+        if roles[ln] == "grid":
+            raise MoveError(idx, "semantics.scan", f"scan axis {ss.name}.{pre.axis} is on the"
+                            f" grid (loop {ln!r}); programs cannot carry a running value",
+                            f"keep {pre.axis!r} inside the program (a block, or split with "
+                            "its outer loop sequential) and bind the other axes to the grid")
+        if roles[ln] == "seq" and ln != level:
+            raise MoveError(idx, "semantics.scan", f"scan axis {ss.name}.{pre.axis} has the "
+                            f"chunk loop {ln!r}, but {ss.name!r} is computed in "
+                            f"{level or 'the program top'!r}", f"make {ln!r} the innermost "
+                            "sequential loop (reorder), and compute the stage in it")
+    return Step(stage, body, level, tuple(spatial[a.name] for a in stage.axes), (), (),
+                "scan", None, is_root, ss.prefetch, ss.caches, ss.store_parts, pre)
+
+
 def _epilogue_contraction(body: Expr) -> Reduce | None:
     """The one contraction sum_k(A * B) inside a body that does more than contract (a
     cast, a scale, a bias: an epilogue), or None."""
@@ -412,7 +480,8 @@ def _split_epilogue(rs: StageSched, root, st: Step, bodies, maps, loops, dims, r
     axes = root.axes
     acc = Compute(name, axes, r, Buffer(name, tuple(a.bound for a in axes), dtype_of(r)))
     epi = Compute(root.name, axes, rebuild(st.body, lambda n: Load(
-        acc.out, tuple(AxisRef(a) for a in axes)) if n == r else None), root.out, root.store)
+        acc.out, tuple(AxisRef(a) for a in axes)) if n == r else None), root.out, root.store,
+        root.accumulate)
     more: list = []  # the guards these steps need are the ones the root step added
     dot = _step(replace(rs, name=name), acc, {name: r}, maps, st.level, loops, dims, rank,
                 False, root, more)

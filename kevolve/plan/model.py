@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.nodes import Axis, Compute, Expr, Op
+from ..ir.prefix import Prefix
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,13 @@ class Step:
     spatial: tuple[AxisMap, ...]  # the stage's spatial axes (mapped onto the root's loops)
     reduce_loops: tuple[PLoop, ...]  # the stage's own loops over its reduce axes
     reduce: tuple[AxisMap, ...]
-    strategy: str  # single | looped | online | dot | none
+    strategy: str  # single | looped | online | dot | scan | none
     online_max: str | None = None  # for online: the max stage folded into this sum
     is_root: bool = False
     prefetch: tuple[tuple[str, int], ...] = ()  # (buffer, distance): gathers to fetch ahead
     caches: tuple[tuple[str, str, str], ...] = ()  # (buffer, scope, copy) from cache moves
     store_parts: int = 1  # pieces of a bulk write of the output (its own cache's parts)
+    scan: Prefix | None = None  # scan: the prefix reduction and the axis it walks
     store_out: bool = False  # computed at the root and also written to its own output
 
 

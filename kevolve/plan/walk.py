@@ -53,6 +53,18 @@ def levels(k: KernelPlan) -> list[tuple[PLoop | None, list[Step]]]:
     return out
 
 
+def scan_map(st: Step) -> AxisMap:
+    """The axis map of a scan step's scan axis."""
+    return next(m for m in st.spatial if m.axis.name == st.scan.axis)
+
+
+def reversed_loops(k: KernelPlan) -> set[str]:
+    """Sequential loops that run from the last trip down: the chunk loops of reverse scans."""
+    seq = {lp.name for lp in k.loops if lp.role == "seq"}
+    return {ln for st in k.steps if st.scan is not None and st.scan.reverse
+            for ln in scan_map(st).loops if ln in seq}
+
+
 def reads_contiguous(ld: Load, axis: str) -> bool:
     """Whether `axis` appears in the load's last (fastest) index."""
     if not ld.index:
@@ -137,6 +149,7 @@ class KernelWalk:
         self.plan, self.k = plan, k
         self.loops = {lp.name: lp for lp in k.loops}
         self.role = {lp.name: lp.role for lp in k.loops}  # reduce loops join as they open
+        self.reversed = reversed_loops(k)
 
     def walk(self) -> list:
         """The kernel body: the grid, the grid-only axis values, then the steps by level
@@ -151,6 +164,9 @@ class KernelWalk:
                 self.axis_value(m, ctx, body)
         for lvl, steps in levels(k):
             if lvl is not None:
+                for st in steps:  # a scan's running value outlives its chunk loop's trips
+                    if st.scan is not None and lvl.name in scan_map(st).loops:
+                        self.carry(st, ctx, body)
                 m = next(mm for mm in root_maps.values() if lvl.name in mm.loops)
                 body = self.open_seq(lvl, m, m.strides[m.loops.index(lvl.name)], ctx, body)
             for st in steps:
@@ -177,6 +193,9 @@ class KernelWalk:
         returns its body."""
         raise NotImplementedError
 
+    def carry(self, st: Step, ctx, out: list) -> None:
+        """Declare the running value of scan step `st` before its chunk loop opens."""
+
     def close_seq(self, lvl: PLoop, body: list) -> None:
         """After the steps of one trip of `lvl` (GPU: a barrier)."""
 
@@ -185,4 +204,5 @@ class KernelWalk:
 
 
 __all__ = ["KernelWalk", "ModuleSignature", "grid_count", "grid_decode", "levels",
-           "module_signature", "reads_contiguous", "reduces_in", "tile_sizes"]
+           "module_signature", "reads_contiguous", "reduces_in", "reversed_loops", "scan_map",
+           "tile_sizes"]

@@ -252,6 +252,11 @@ def _inline(op: Op, st: StageSched, d: dict, i: int) -> StageSched:
 
 
 def _placeable(op: Op, st: StageSched, i: int) -> None:
+    if op.stage(st.name).accumulate is not None:
+        raise MoveError(i, "semantics.accumulate", f"stage {st.name!r} accumulates (its "
+                        "points add into shared elements of its buffer), so it runs as a "
+                        "kernel of its own that every reader waits for",
+                        f"leave {st.name!r} at root; schedule its loops or its producers")
     if st.name in op.outputs:
         raise MoveError(i, "semantics.output", f"stage {st.name!r} is an output and must be "
                         "stored", "schedule its producers instead")
@@ -340,6 +345,10 @@ def _cache(op: Op, st: StageSched, d: dict, i: int) -> StageSched:
         raise MoveError(i, "semantics.cache_unread", f"stage {st.name!r} does not read "
                         f"{buf!r}", "cache a buffer the stage loads, or its own output "
                         f"({s.out.name!r}) to write it in bulk")
+    if own and s.accumulate is not None:
+        raise MoveError(i, "semantics.accumulate", f"stage {st.name!r} accumulates into "
+                        f"{buf!r}: its adds go to memory one by one (atomics), not as a "
+                        "tile written in bulk", "cache a buffer the stage reads instead")
     if copy == "bulk" and d["scope"] != "shared":
         raise MoveError(i, "semantics.bulk_scope", f"a bulk copy of {buf!r} is into "
                         f"shared memory, not {d['scope']!r}", "use scope 'shared' with copy "

@@ -11,6 +11,7 @@ dims it is made for. Sizes are `$` decisions (the search mutates them)."""
 
 from __future__ import annotations
 
+from ..ir import prefix
 from ..ir.interp import eval_int
 from ..ir.nodes import (
     AxisRef,
@@ -34,6 +35,8 @@ MIN_CHUNK = 64  # a reduction chunk narrower than this is slow: the spatial tile
 SHARED_BYTES = 48 * 1024  # the smallest shared memory per block of the GPU backends
 THIN = 8  # a contraction with an output side this narrow is a batch of dot products
 UNKNOWN = 1 << 30  # the bound of an axis whose extent is not known (no dims)
+SCAN_CHUNK = 1024  # the chunk a scan along the contiguous axis walks per trip
+SCAN_SIDE = 64  # a scan along another axis: chunks of it by tiles of the contiguous one
 
 
 def p2(n: int) -> int:
@@ -124,6 +127,25 @@ def _read_axes(reader: Compute, body, name: str) -> list[str] | None:
     return got
 
 
+def _recomputed_once(host: Compute, body, name: str) -> bool:
+    """Whether stage `name`, computed in the host's programs, is computed once per value:
+    it must be read at every host axis that may go on the grid (all but the last, up to the
+    first jagged one, as _root_moves binds them; all of a contraction's, whose output tile
+    is split both ways). A column statistic read by a row-wise program (softmax over dim 0)
+    would otherwise be recomputed by every row's program: the whole reduction once per row."""
+    read = set(_read_axes(host, body, name) or ())
+    ax = host.axes
+    if _contraction(host.body):
+        lead = ax
+    else:
+        n = len(ax) - 1
+        for k, a in enumerate(ax[:-1]):
+            if a.is_jagged:
+                n = min(n, k)
+        lead = ax[:max(n, 1)]
+    return all(a.name in read for a in lead)
+
+
 def _placements(op: Op, inline: set[str], eff) -> dict[str, str]:
     """Each non-inlined stage but the last output -> the root it is computed at ('' for
     root). It goes into a consumer's program only when that consumer reads it at its own
@@ -165,6 +187,8 @@ def _placements(op: Op, inline: set[str], eff) -> dict[str, str]:
         if any(isinstance(n, Reduce) for n in walk(s.body)) and any(
                 _read_axes(c, eff[c.name], s.name) is None for c in readers):
             continue  # read elsewhere too: only a pointwise stage is recomputed there
+        if not _recomputed_once(host, eff[via[0].name], s.name):
+            continue
         if s.name in op.outputs and not _covers(s, host, via[0], eff):
             continue
         place[s.name] = host.name
@@ -249,6 +273,10 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
                 dec: dict, dims) -> None:
     rname = r.name
     ax = list(r.axes)
+    pre, _ = prefix.match(r, eff[rname])
+    if pre is not None and not guests:
+        moves += [{**m, "_k": (0,)} for m in _scan_moves(r, pre.axis, dec, dims)]
+        return
     own_moves: list[dict] = []
     tiles: dict[str, int] = {}  # root axis -> its tile size (1 on the grid)
     outer: dict[str, str] = {}  # root axis split into a loop -> that loop's name
@@ -368,7 +396,12 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
         width = 1
         for x in read:
             width *= tiles.get(x, 1)
-        if _bare_contraction(g.body) and not thin:
+        pre, _ = prefix.match(g, eff[g.name])
+        along = read[[a.name for a in g.axes].index(pre.axis)] if pre is not None else None
+        if along is not None and along not in grid and outer.get(along, level) == level:
+            # a running value along an axis of this program's tile (logcumsumexp's max)
+            moves.append({"m": "reduction", "stage": g.name, "strategy": "scan", "_k": k})
+        elif _bare_contraction(g.body) and not thin:
             dec.setdefault("$BK", 32)
             moves.append({"m": "split", "stage": g.name, "axis": g.reduce_axes[0].name,
                           "size": "$BK", "_k": k})
@@ -396,6 +429,48 @@ def _root_read(r: Compute, g: Compute, guests: list[Compute], eff) -> list[str]:
             cread = dict(zip((a.name for a in c.axes), _root_read(r, c, guests, eff)))
             return [cread[x] for x in got]
     return []
+
+
+def _scan_moves(r: Compute, j: str, dec: dict, dims) -> list[dict]:
+    """A prefix reduction (cumsum) as a running value along its axis `j`, walked in chunks
+    inside each program: O(N) per row. The other axes go to the grid; when `j` is not the
+    contiguous axis, the contiguous one is tiled too, so that every step of the walk reads
+    a contiguous tile (one running value per lane)."""
+    name = r.name
+    last = r.axes[-1]
+    moves: list[dict] = []
+    grid: list[str] = []
+    lanes: list[str] = []
+    side = SCAN_CHUNK
+    if last.name != j:
+        side = SCAN_SIDE
+        size = _size(last, dims)
+        if size > SCAN_SIDE:
+            key = _decide(dec, "$BL", SCAN_SIDE, name)
+            moves.append({"m": "split", "stage": name, "axis": last.name, "size": key,
+                          "into": [f"{last.name}o", f"{last.name}i"]})
+            lanes = [f"{last.name}o", f"{last.name}i"]
+        else:
+            lanes = [None, last.name]
+    for a in r.axes:
+        if a.name not in (j, last.name):
+            moves.append({"m": "bind", "stage": name, "axis": a.name, "to": "grid"})
+            grid.append(a.name)
+    if lanes and lanes[0]:
+        moves.append({"m": "bind", "stage": name, "axis": lanes[0], "to": "grid"})
+        grid.append(lanes[0])
+    walk = [j]
+    if _size(r.axis(j), dims) > side:
+        key = _decide(dec, "$BS", side, name)
+        moves.append({"m": "split", "stage": name, "axis": j, "size": key,
+                      "into": [f"{j}o", f"{j}i"]})
+        walk = [f"{j}o", f"{j}i"]
+    order = grid + walk + lanes[1:]
+    if len(order) > 1:
+        moves.append({"m": "reorder", "stage": name, "order": order})
+    moves.append({"m": "reduction", "stage": name, "strategy": "scan"})
+    moves.append({"m": "launch", "num_warps": 4})
+    return moves
 
 
 def _decide(dec: dict, key: str, value: int, stage: str) -> str:

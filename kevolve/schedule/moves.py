@@ -74,11 +74,13 @@ MOVES: dict[str, MoveSpec] = {m.name: m for m in (
              "ahead (default 8): hides the latency of embedding-table gathers on CPUs. "
              "Tile backends ignore it (their hardware runs loads ahead already)."),
     MoveSpec("reduction", {"stage": NAME, "strategy": _enum("single", "looped", "online",
-                                                            "split"),
+                                                            "split", "scan"),
                            "factor": INT},
              ("stage", "strategy"),
              "How a stage reduces: one tile (single), a loop over tiles (looped), an online "
-             "max+sum pass (online, softmax-style), or split across programs (split)."),
+             "max+sum pass (online, softmax-style), split across programs (split), or, for a "
+             "prefix reduction (k in [0, j + 1) or [j, N) of a stage axis j: cumsum), a "
+             "running value carried along j in order (scan: O(N) per row, not O(N^2))."),
     MoveSpec("launch", {"num_warps": POW2, "num_stages": INT, "group_m": INT,
                         "dot_precision": _enum("ieee", "tf32x3"),
                         "constexpr_dims": {"type": "array", "items": NAME, "maxItems": 16},

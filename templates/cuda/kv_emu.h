@@ -70,6 +70,22 @@ inline T __shfl_xor(T v, int lane_mask, int width = KV_WAVEFRONT) {
     return kv_emu_shfl_xor(v, lane_mask, width);
 }
 
+/* atomicAdd on the emulator's CPU threads: GCC's atomic builtins (a compare-and-swap
+ * loop for float), returning the old value as CUDA's does. */
+inline float atomicAdd(float *p, float v) {
+    float old, want;
+    __atomic_load(p, &old, __ATOMIC_RELAXED);
+    do {
+        want = old + v;
+    } while (!__atomic_compare_exchange(p, &old, &want, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED));
+    return old;
+}
+inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+
 inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 

@@ -15,6 +15,7 @@
  *   kv_dma_gather_2d(dst, src, idx, n0, n1, s0, s1, d0, esize, isize)  rows src[idx[a]]
  *   kv_dma_wait()                               wait for this PE's outstanding DMAs
  *   kv_ld(p, off), kv_st(p, off, v)             direct DRAM access (no DMA; slow)
+ *   kv_atomic_add(p, off, v)                    p[off] += v, atomic (accumulating stores)
  *   kv_dot(C, ldc, A, sam, sak, B, sbk, sbn, m, n, k)   dot engine: C[m,n] += A[m,k] B[k,n]
  *   KV_VEC_FOR(v, n), KV_RED_FOR(op, acc, v, n) vector / reduce engine loops over a tile
  *   kv_run(...)                                 host side: run a kernel on every PE
@@ -222,6 +223,20 @@ static inline void kv_st(T *p, int64_t off, V v)
 {
     kv_pe_->stats.v[KV_DIRECT_STORES] += 1;
     p[off] = (T)v;
+}
+
+/* An accumulating store: PEs may add into the same element, so the add is atomic (GCC's
+ * builtins; a compare-and-swap loop for float). Counted as a direct store. */
+template <class T, class V>
+static inline void kv_atomic_add(T *p, int64_t off, V v)
+{
+    kv_pe_->stats.v[KV_DIRECT_STORES] += 1;
+    T add = (T)v, old, want;
+    __atomic_load(p + off, &old, __ATOMIC_RELAXED);
+    do {
+        want = old + add;
+    } while (!__atomic_compare_exchange(p + off, &old, &want, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED));
 }
 
 /* -- dot-product engine: C[i*ldc + j] += sum_k A[i*sam + k*sak] * B[k*sbk + j*sbn] ------ */

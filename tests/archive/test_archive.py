@@ -248,7 +248,8 @@ def test_ceilings_usage_runs(db):
         assert a.last_run(oid, "cpu", "h200") is None
         info = a.info()
         assert info["counts"] == {"ops": 1, "candidates": 1, "results": 0, "ceilings": 2,
-                                  "usage": 2, "runs": 1, "baselines": 0}
+                                  "usage": 2, "runs": 1, "baselines": 0,
+                                  "prompts": 0}
         assert info["tokens"] == {"input": 1500, "output": 250} and info["unevaluated"] == 1
 
 
@@ -356,7 +357,7 @@ def test_export_import_round_trip(tmp_path):
                      {}, ok(9.0))
         counts = a.export_jsonl(out)
         assert counts == {"op": 2, "candidate": 5, "result": 5, "ceiling": 1, "usage": 1,
-                          "run": 1, "baseline": 0}
+                          "prompt": 0, "run": 1, "baseline": 0}
         lines = [json.loads(x) for x in out.read_text().splitlines()]
         assert lines[0]["kind"] == "header" and lines[0]["format"] == "kevolve-archive"
         assert all("kind" in x for x in lines)
@@ -423,6 +424,50 @@ def test_merge_and_export_carry_the_torch_baselines(tmp_path):
         strip = [{k: v for k, v in r.items()} for r in c.baselines("twice")]
         assert strip == want and c.baselines("other") == []
         assert c.import_jsonl(out)["baselines"] == 0
+
+
+def test_merge_and_export_carry_the_prompts_with_their_candidates(tmp_path):
+    gpu, here, out = tmp_path / "gpu.db", tmp_path / "here.db", tmp_path / "p.jsonl"
+    convo = [{"role": "user", "content": "make it <fast> \u00e9"}]
+    with Archive(gpu) as b:
+        ids = _search(b, "h200", [0.3, 0.2])
+        other, _ = b.add_candidate(b.op_id(tiny_op("other", 3.0)), trace(5, op_name="other"))
+        p1 = b.record_prompt("llm", "openai", "m", 0.7, 11, 900, 40, 1.5, json.dumps(convo),
+                             '{"moves": []}', note="two candidates")
+        b.link_prompt(p1, ids[0])
+        b.link_prompt(p1, ids[1])
+        p2 = b.record_prompt("llm", "command", "stub", None, None, 10, 2, 0.1, "[]", "x")
+        b.link_prompt(p2, other)
+        b.export_jsonl(out, op_name="twice")
+        want = [(p["proposer"], p["transport"], p["temperature"], p["seed"], p["prompt"],
+                 p["answer"], p["note"]) for p in b.prompts_of(ids[1])]
+    assert len(want) == 1
+    with Archive(here) as a:
+        a.op_id(tiny_op("unrelated", 5.0))  # shifts ids, so remapping shows
+        counts = a.merge(gpu)
+        assert counts["prompts"] == 2
+        got = {}
+        for cid in (a.add_candidate(a.op_id(tiny_op()), trace(i))[0] for i in (1, 2)):
+            for p in a.prompts_of(cid):
+                got.setdefault(p["id"], (p, set()))[1].add(cid)
+        (p, linked), = got.values()
+        assert (p["proposer"], p["transport"], p["temperature"], p["seed"], p["prompt"],
+                p["answer"], p["note"]) == want[0]
+        assert len(linked) == 2 and p["input_tokens"] == 900 and p["latency_s"] == 1.5
+        again = a.merge(gpu)
+        assert again["prompts"] == 0 and again["skipped"]["prompts"] == 2
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x["model"] for x in lines if x["kind"] == "prompt"] == ["m"]  # op 'twice' only
+    with Archive(tmp_path / "dst.db") as c:
+        assert c.import_jsonl(out)["prompts"] == 1
+        assert c.import_jsonl(out)["prompts"] == 0
+        cid = c.add_candidate(c.op_id(tiny_op()), trace(2))[0]
+        assert [p["prompt"] for p in c.prompts_of(cid)] == [convo]
+    bad = [x for x in lines if x["kind"] != "prompt"] + [
+        {**next(x for x in lines if x["kind"] == "prompt"), "candidates": [["0" * 64, "f"]]}]
+    out.write_text("\n".join(json.dumps(x) for x in bad) + "\n")
+    with Archive(tmp_path / "dst2.db") as d, pytest.raises(ArchiveError, match="nothing was"):
+        d.import_jsonl(out)
 
 
 def test_import_rejects_a_bad_file_and_imports_nothing(tmp_path):

@@ -86,11 +86,38 @@ def test_jagged_to_padded_dense_backward_ignores_rows_past_max_len():
 
 
 def test_embedding_bag_weight_grad_is_a_jagged_reduction_over_the_inverse_index():
-    bwd = grad.derive(get("embedding_bag").op)
+    bwd = grad.derive(get("embedding_bag").op, gathers="inverse")
     (stage,) = bwd.op.stages
     (axis,) = stage.reduce_axes
     assert axis.is_jagged and axis.name == "g_indices"
     assert set(bwd.aux) == {"perm__indices", "invoff__indices", "seg__offsets"}
+
+
+def test_embedding_bag_weight_grad_is_an_accumulating_stage_by_default():
+    """d_table[indices[l], d] += d_out[b, d] over the forward's points: no auxiliary input,
+    no max_count parameter (a bound on the busiest row)."""
+    bwd = grad.derive(get("embedding_bag").op)
+    (stage,) = bwd.op.stages
+    assert stage.accumulate == "sum" and not stage.reduce_axes
+    assert [a.name for a in stage.axes] == ["b", "d", "l"] and stage.axes[2].is_jagged
+    assert bwd.aux == () and not any(p.name.startswith(grad.MAXCOUNT) for p in bwd.op.params)
+
+
+@pytest.mark.parametrize("name", ["embedding_bag", "embedding_bag_mean"])
+def test_the_inverse_index_form_matches_autograd_too(name):
+    opdef = get(name)
+    for k, shape in enumerate(_shapes(opdef)):
+        case = opdef.case(shape, seed=k)
+        dout = {n: np.random.default_rng(k).standard_normal(v.shape)
+                for n, v in run(opdef.op, case.inputs, case.params).items()}
+        want, outs = _grads_torch(opdef, case, dout)
+        bwd = grad.derive(opdef.op, gathers="inverse")
+        aux, ap = grad.aux_arrays(bwd, case.inputs, bind_dims(opdef.op, case.inputs,
+                                                              case.params))
+        ins = dict(case.inputs) | {"d_" + n: v for n, v in dout.items()} | aux
+        got = run(bwd.op, {b.name: ins[b.name] for b in bwd.op.inputs}, case.params | ap)
+        for n in bwd.wrt:
+            np.testing.assert_allclose(got["d_" + n], want[n], rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("name", ["softmax", "layernorm", "gemm_bias_gelu"])

@@ -15,17 +15,18 @@ torch = pytest.importorskip("torch")
 
 from benchmarks.models import data, dlrm, run, seq  # noqa: E402
 from kevolve.archive import Archive  # noqa: E402
+from kevolve.bench import models as e2e  # noqa: E402
 from kevolve.torch import KevolveOp, accelerate  # noqa: E402
 from kevolve.torch.swap import KevolveEmbeddingBag, KevolveModule  # noqa: E402
 
 
 def _same_grads(m1, m2, batch):
-    g1, g2 = run.grads(m1, batch), run.grads(m2, batch)
-    g2 = {run._param_key(n): v for n, v in g2.items()}
+    g1, g2 = e2e.grads(m1, batch), e2e.grads(m2, batch)
+    g2 = {e2e.param_key(n): v for n, v in g2.items()}
     assert set(g1) <= set(g2)
     floor = 1e-5 * max(v.abs().max().item() for v in g1.values())
     for n in g1:
-        assert run.rel_err(g2[n], g1[n], floor) < 1e-4, n
+        assert e2e.rel_err(g2[n], g1[n], floor) < 1e-4, n
 
 
 def test_dlrm_swaps_every_bag_and_the_interaction_and_matches_eager():

@@ -13,9 +13,8 @@ import re
 from pathlib import Path
 
 import pytest
-from schedlib import small
+from schedlib import EXTRA, opdef, small
 
-from kevolve import ops
 from kevolve.plan import lower
 from kevolve.plan.model import Plan, PLoop
 from kevolve.schedule import MoveError, Trace, apply_trace
@@ -46,6 +45,8 @@ def summary(plan: Plan) -> str:
             line = f"  {st.stage.name}: {st.strategy}"
             if st.online_max:
                 line += f" (with {st.online_max})"
+            if st.scan:
+                line += f" along {st.scan.axis}" + (" reversed" if st.scan.reverse else "")
             line += ", at top" if st.level is None else f", in {st.level}"
             if st.reduce_loops:
                 line += ", over " + " ".join(loop_text(lp) for lp in st.reduce_loops)
@@ -66,10 +67,10 @@ def _trace(body: str) -> Trace:
 
 
 def _gpu_dims(name: str) -> dict[str, int] | None:
-    op, dims = small(name)
-    if name not in ops.names():
+    if name in EXTRA:  # a test op (schedlib): no presets beyond its small dims
         return None
-    gpu = ops.get(name).shapes.get("gpu", {})
+    op, dims = small(name)
+    gpu = opdef(name).shapes.get("gpu", {})
     want = {k: v for k, v in gpu.items() if isinstance(v, int)}
     return want if set(want) == set(dims) else None
 

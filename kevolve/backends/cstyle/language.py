@@ -15,7 +15,20 @@ from functools import cached_property
 
 from ...ir import dtypes as dt
 from ..pyexpr import PyLang
-from .stmts import Assign, Check, Comment, Decl, For, If, Line, Prefetch, Range, Scope, Unroll
+from .stmts import (
+    AddTo,
+    Assign,
+    Check,
+    Comment,
+    Decl,
+    For,
+    If,
+    Line,
+    Prefetch,
+    Range,
+    Scope,
+    Unroll,
+)
 
 
 def c_float(v: float) -> str:
@@ -40,6 +53,14 @@ def _decl(lang, s: Decl, ind: int, in_grid: bool) -> list[str]:
 
 def _assign(lang, s: Assign, ind: int, in_grid: bool) -> list[str]:
     return [f"{'    ' * ind}{s.target} = {s.value};"]
+
+
+def _add_to(lang, s: AddTo, ind: int, in_grid: bool) -> list[str]:
+    pad = "    " * ind
+    if lang.atomic_add is not None:
+        return [pad + lang.atomic_add(s)]
+    pre = [f"{pad}#pragma omp atomic"] if lang.omp_atomic else []  # harmless outside a team
+    return pre + [f"{pad}{s.target} += {s.value};"]
 
 
 def _comment(lang, s: Comment, ind: int, in_grid: bool) -> list[str]:
@@ -145,8 +166,12 @@ class CStyleLanguage:
     shared_prefix = "__shared__"
     wmma = False
     vectors: dict[str, dict[int, str]] = {}  # dtype -> {lanes: type of one access}
+    # -- accumulating stores (AddTo) ------------------------------------------------------
+    atomic_add = None  # AddTo -> one statement (a GPU's atomicAdd); None: `+=`
+    omp_atomic = False  # `#pragma omp atomic` before the `+=` (OpenMP's parallel grid loops)
+    serial_accumulate = False  # no atomics: an accumulating kernel's grid loops run in order
 
-    rules = {Decl: _decl, Assign: _assign, Comment: _comment, Check: _check,
+    rules = {Decl: _decl, Assign: _assign, AddTo: _add_to, Comment: _comment, Check: _check,
              Prefetch: _prefetch, Line: _line, If: _if, Scope: _scope, Unroll: _unroll,
              For: _for, Range: _range}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..pyexpr import py_float
 from .language import CStyleLanguage
-from .stmts import Assign, Check, Comment, Decl, For
+from .stmts import AddTo, Assign, Check, Comment, Decl, For
 
 
 class CLanguage(CStyleLanguage):
@@ -16,6 +16,7 @@ class CLanguage(CStyleLanguage):
     name = "c"
     ident = {**CStyleLanguage.ident, "max": "(-FLT_MAX)", "min": "FLT_MAX"}
     prefetch = "__builtin_prefetch(&{}, 0, 0)"
+    omp_atomic = True  # OpenMP's atomic update: a lock-free add for float and integers
 
     def loop_pragmas(self, s, in_grid: bool) -> list[str]:
         if s.kind == "grid" and not in_grid:
@@ -46,6 +47,15 @@ _VECTORS = {"f32": {2: "float2", 4: "float4"}, "i32": {2: "int2", 4: "int4"},
             "i64": {2: "longlong2"}}  # both GPU languages; kv_*: raw bits (see the templates)
 
 
+def _gpu_atomic_add(s: AddTo) -> str:
+    """atomicAdd has float, int and unsigned long long overloads: an i64 adds as its
+    two's-complement bits."""
+    if s.dtype == "i64":
+        return f"atomicAdd((unsigned long long *)&{s.target}, " \
+            f"(unsigned long long)({s.value}));"
+    return f"atomicAdd(&{s.target}, {s.value});"
+
+
 class CudaLanguage(CStyleLanguage):
     """CUDA C++: one thread block per program, 32-lane warps, WMMA for 16-bit dots."""
 
@@ -62,6 +72,7 @@ class CudaLanguage(CStyleLanguage):
     barrier, warp_barrier = "__syncthreads();", "__syncwarp();"
     shfl = "__shfl_xor_sync(0xffffffffu, {v}, {o}, {w})"
     wmma = True  # tensor-core fragments (nvcuda::wmma) for bf16/f16 contractions
+    atomic_add = staticmethod(_gpu_atomic_add)
     vectors = {**_VECTORS, "bf16": {2: "__nv_bfloat162", 4: "kv_bf16x4", 8: "kv_bf16x8"},
                "f16": {2: "__half2", 4: "kv_f16x4", 8: "kv_f16x8"}}
 
@@ -95,6 +106,10 @@ def _py_decl(lang, s: Decl, ind: int, in_grid: bool) -> list[str]:
 
 def _py_assign(lang, s: Assign, ind: int, in_grid: bool) -> list[str]:
     return [f"{'    ' * ind}{s.target} = {s.value}"]
+
+
+def _py_add_to(lang, s: AddTo, ind: int, in_grid: bool) -> list[str]:
+    return [f"{'    ' * ind}{s.target} += {s.value}"]
 
 
 def _py_comment(lang, s: Comment, ind: int, in_grid: bool) -> list[str]:
@@ -141,5 +156,9 @@ class NumbaLanguage(CStyleLanguage):
     to_acc = "{}"
     zero = "0.0"
     store_cast = {"bf16": "kv_round_bf16({})"}
-    rules = {**CStyleLanguage.rules, Decl: _py_decl, Assign: _py_assign, Comment: _py_comment,
+    # numba has no atomic add on array elements (and a prange body's `a[i] += v` races):
+    # an accumulating kernel's programs run one after another
+    serial_accumulate = True
+    rules = {**CStyleLanguage.rules, Decl: _py_decl, Assign: _py_assign, AddTo: _py_add_to,
+             Comment: _py_comment,
              Check: _py_check, For: _py_for}

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from ...ir.nodes import AxisRef, Const, Dim, Expr, Load, Reduce, walk
 from ...plan.model import AxisMap, KernelPlan, Plan, PLoop, Step
-from ...plan.walk import KernelWalk, grid_count, reduces_in
+from ...plan.walk import KernelWalk, grid_count, reduces_in, scan_map
 from ..pyexpr import Ctx, emit, linear_offset
 from .language import CStyleLanguage
-from .stmts import Assign, Comment, Decl, For, If, Prefetch
+from .stmts import AddTo, Assign, Comment, Decl, For, If, Prefetch
 
 
 def ptr(name: str) -> str:
@@ -28,6 +28,7 @@ class ScalarEmitter(KernelWalk):
         self.lang = lang
         self.var: dict[str, str] = {}
         self.n = 0
+        self.carries: dict[str, str] = {}  # scan stage -> its running value (declared)
 
     def fresh(self, base: str) -> str:
         self.n += 1
@@ -48,7 +49,10 @@ class ScalarEmitter(KernelWalk):
             v = f"g_{lp.name}"
             self.var[lp.name] = v
             inner: list = []
-            body.append(For(v, f"({self.ex(grid_count(self.k, lp), Ctx())})", inner, "grid"))
+            # without atomics, programs that add into shared elements run in order
+            kind = "seq" if self.k.root.accumulate and self.lang.serial_accumulate \
+                else "grid"
+            body.append(For(v, f"({self.ex(grid_count(self.k, lp), Ctx())})", inner, kind))
             body = inner
         return body
 
@@ -62,8 +66,14 @@ class ScalarEmitter(KernelWalk):
         self.bounds(m, ctx, body)
         v = f"s_{lvl.name}"
         inner: list = []
-        body.append(For(v, f"(({ctx.axes['__ext_' + m.axis.name]}) + {stride - 1}) / {stride}",
-                        inner, unroll=lvl.unroll))
+        trips = f"(({ctx.axes['__ext_' + m.axis.name]}) + {stride - 1}) / {stride}"
+        if lvl.name in self.reversed:  # a reverse scan's chunks, from the last one down
+            body.append(For(f"{v}_r", trips, inner, unroll=lvl.unroll))
+            ext = ctx.axes['__ext_' + m.axis.name]
+            n = f"(({ext}) + {stride - 1}) {self.lang.intdiv} {stride}"
+            inner.append(Decl(v, "i64", f"({n}) - 1 - {v}_r"))
+        else:
+            body.append(For(v, trips, inner, unroll=lvl.unroll))
         self.var[lvl.name] = v
         return inner
 
@@ -175,7 +185,8 @@ class ScalarEmitter(KernelWalk):
         if not st.is_root:
             out.append(Decl(name, "f32", None, size))
         vctx = ctx.child()
-        body = self.spatial_nest(st, vctx, out)
+        # an accumulating store's points may hit one element twice: no simd lanes for it
+        body = self.spatial_nest(st, vctx, out, simd_inner=not st.stage.accumulate)
         val = self.ex(st.body, vctx)
         if st.is_root:
             self.store(st, val, vctx, body)
@@ -247,6 +258,8 @@ class ScalarEmitter(KernelWalk):
         out.append(Decl(acc, "f32", None if size else ident, size))
         if st.strategy == "online" and r is st.body:
             return self.online(st, r, ctx, out, size, idx, acc)
+        if st.strategy == "scan":
+            return self.scan(st, r, ctx, out, size, idx, acc)
         if self.reduce_inner(st, r):
             rctx = ctx.child()
             body = self.spatial_nest(st, rctx, out, simd_inner=False)
@@ -337,6 +350,95 @@ class ScalarEmitter(KernelWalk):
         ext = " * ".join(f"({e})" for e in parts)
         out.append(Assign(target, self.lang.expr.where(f"{ext} > 0", target, self.lang.zero)))
 
+    # -- scans -----------------------------------------------------------------------
+    def scan_positions(self, st: Step) -> tuple[int, list[tuple[int, int]]]:
+        """The block position of the scan axis, and the step's other positions."""
+        jpos = self.block_of(scan_map(st)).pos
+        return jpos, [(p, s) for p, s in self.positions(st) if p != jpos]
+
+    def carry(self, st: Step, ctx: Ctx, out: list) -> None:
+        """The running value of a scan: one per point of the step's other positions."""
+        r = reduces_in(st.body)[0]
+        _, others = self.scan_positions(st)
+        n = 1
+        for _, s in others:
+            n *= s
+        c = self.fresh("carry")
+        if others:
+            out.append(Decl(c, "f32", None, n))
+            v = self.fresh("c")
+            out.append(For(v, str(n), [Assign(f"{c}[{v}]", self.lang.ident[r.op])]))
+        else:
+            out.append(Decl(c, "f32", self.lang.ident[r.op]))
+        self.carries[st.stage.name] = c
+
+    def scan(self, st: Step, r: Reduce, ctx: Ctx, out: list, size, idx, acc) -> str:
+        """A prefix reduction as a running value: the scan axis' loop runs in order (in
+        reverse for a reverse scan), each point combines the body at k = j into the carry
+        and takes it. O(extent) per row, against O(extent^2) for re-reading each prefix."""
+        if st.stage.name not in self.carries:
+            self.carry(st, ctx, out)
+        c = self.carries[st.stage.name]
+        jpos, others = self.scan_positions(st)
+        cidx, stride = [], 1
+        for p, s in reversed(others):
+            cidx.append(f"b{p}" if stride == 1 else f"b{p} * {stride}")
+            stride *= s
+        tgt = f"{c}[{' + '.join(reversed(cidx))}]" if others else c
+        rctx = ctx.child()
+        body = self.scan_nest(st, rctx, out, jpos)
+        value = self.scan_point(st, r, rctx, body, tgt)
+        body.append(Assign(f"{acc}[{idx}]" if size else acc, value))
+        return f"{acc}[{idx}]" if size else acc
+
+    def scan_point(self, st: Step, r: Reduce, ctx: Ctx, body: list, tgt: str) -> str:
+        """At one point of the walk (the scan axis bound in `ctx`): fold the body at
+        k = j + shift into the running value `tgt`; returns the point's value. An exclusive
+        scan's empty window adds no term (its load is never made) and is 0 for max/min."""
+        pre, lang = st.scan, self.lang
+        j = ctx.axes[pre.axis]
+        kctx = ctx.child()
+        kctx.axes[r.axes[0].name] = j if not pre.shift else f"({j} + ({pre.shift}))"
+        term = lang.to_acc.format(self.ex(r.body, kctx))
+        nonempty = self.ex(pre.nonempty, ctx) if pre.shift else None
+        if nonempty:
+            term = lang.expr.where(nonempty, term, lang.ident[r.op])
+        body.append(Assign(tgt, lang.combine[r.op].format(a=tgt, b=term)))
+        if nonempty and r.op in ("max", "min"):
+            return lang.expr.where(nonempty, tgt, lang.zero)
+        return tgt
+
+    def scan_nest(self, st: Step, ctx: Ctx, out: list, jpos: int) -> list:
+        """`spatial_nest` with the scan axis' loop sequential and, for a reverse scan,
+        walked from its last element down; the innermost other loop stays `omp simd`."""
+        body = out
+        maps_by_pos: dict[int, list[AxisMap]] = {}
+        for m in st.spatial:
+            lp = self.block_of(m)
+            if lp is None:
+                self.value(m, ctx, body, None)
+            else:
+                maps_by_pos.setdefault(lp.pos, []).append(m)
+        order = sorted(maps_by_pos)
+        for n, pos in enumerate(order):
+            ms = maps_by_pos[pos]
+            lp = self.block_of(ms[0])
+            for m in ms:
+                self.bounds(m, ctx, body)
+            inner: list = []
+            hi = self.block_bound(ms[0], lp, ctx)
+            if pos == jpos and st.scan.reverse:
+                body.append(For(f"b{pos}_r", hi, inner, "seq", unroll=lp.unroll))
+                inner.append(Decl(f"b{pos}", "i64", f"({hi}) - 1 - b{pos}_r"))
+            else:
+                kind = "simd" if n == len(order) - 1 and pos != jpos else "seq"
+                body.append(For(f"b{pos}", hi, inner, kind, vector=lp.vector,
+                                unroll=lp.unroll))
+            body = inner
+            for m in ms:
+                self.value(m, ctx, body, f"b{pos}")
+        return body
+
     def online(self, st: Step, r: Reduce, ctx: Ctx, out: list, size, idx, acc) -> str:
         lang = self.lang
         mname = f"val_{st.online_max}"
@@ -363,4 +465,7 @@ class ScalarEmitter(KernelWalk):
         out = st.stage.out
         off = linear_offset(st.stage.store_index, out.shape, lambda e: self.ex(e, ctx))
         cast = self.lang.store_cast.get(out.dtype.name, "{}").format(val)
+        if st.stage.accumulate == "sum":
+            body.append(AddTo(f"{ptr(out.name)}[{off}]", cast, out.dtype.name))
+            return
         body.append(Assign(f"{ptr(out.name)}[{off}]", cast))

@@ -23,6 +23,16 @@ class Assign:
 
 
 @dataclass
+class AddTo:
+    """`target += value` where other programs may add to the same element (an accumulating
+    store): atomic where programs run in parallel. `dtype` is the element's (f32, i32, i64)."""
+
+    target: str
+    value: str
+    dtype: str
+
+
+@dataclass
 class Comment:
     text: str
 
@@ -91,5 +101,5 @@ class Range:
     unroll: int | str | None = None
 
 
-__all__ = ["Decl", "Assign", "Comment", "For", "Prefetch", "If", "Check", "Line", "Scope",
+__all__ = ["Decl", "Assign", "AddTo", "Comment", "For", "Prefetch", "If", "Check", "Line", "Scope",
            "Unroll", "Range"]

@@ -38,6 +38,7 @@ class Access:
     offset: str  # flat element offset (direct access)
     step: str
     value: str = ""
+    add: bool = False  # an accumulating store: p[off] += value, atomic across PEs
 
 
 @dataclass
@@ -219,8 +220,9 @@ class MtiaEmitter(ScalarEmitter):
         self._ctx.append(ctx)
         try:
             dims = self._slab(st.stage.store_index, ctx)
-            if dims is not None and any(d.kind == "gather" for d in dims):
-                dims = None  # a scatter: stored directly
+            if dims is not None and (any(d.kind == "gather" for d in dims)
+                                     or st.stage.accumulate):
+                dims = None  # a scatter (or an add other PEs share): stored directly
             terms = []
             for i, s in zip(st.stage.store_index, strides(out.shape)):
                 t = self._text(i, ctx)
@@ -229,7 +231,8 @@ class MtiaEmitter(ScalarEmitter):
             self._ctx.pop()
         off = " + ".join(f"({t})" for t in terms) if terms else "0"
         value = self.lang.store_cast.get(out.dtype.name, "{}").format(val)
-        self.accesses.append(Access(True, out, dims, off, st.stage.name, value))
+        self.accesses.append(Access(True, out, dims, off, st.stage.name, value,
+                                    st.stage.accumulate == "sum"))
         body.append(Assign(f"\x01S{len(self.accesses) - 1}\x02", value))
 
     # -- estimate support ----------------------------------------------------------------

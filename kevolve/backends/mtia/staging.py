@@ -235,7 +235,8 @@ class Stager:
         value = self.resolve(s.value, chain)
         box = self._box(a, chain) if a.dims is not None else None
         if box is None:
-            return Call(f"kv_st({ptr(a.buf.name)}, {self.resolve(a.offset, chain)}, "
+            fn = "kv_atomic_add" if a.add else "kv_st"
+            return Call(f"{fn}({ptr(a.buf.name)}, {self.resolve(a.offset, chain)}, "
                         f"{value})", value, 1)
         top, bounds, loops, texts = box
         tile = self._new_tile(None, a, top, bounds, loops, texts, out=True)
@@ -358,7 +359,8 @@ def program_cost(b: MtiaEmitter, stmts: list, m: MachineModel) -> ProgramCost:
             if isinstance(s, Dma):
                 elems = math.prod(s.trips)
                 contiguous = s.dram_strides[-1] == "1" and not (s.gather and len(s.trips) == 1)
-                runs, run = (elems / s.trips[-1], s.trips[-1]) if contiguous else (elems, 1)
+                runs, run = (elems / s.trips[-1], s.trips[-1]) if contiguous and s.trips[-1] \
+                    else (elems, 1)  # (an empty box moves nothing)
                 c.dma_count += mult
                 c.dma_bytes += mult * elems * s.esize
                 c.dma_burst_bytes += mult * m.bursts(runs, run * s.esize)

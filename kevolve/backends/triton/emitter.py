@@ -23,7 +23,7 @@ from ...ir.nodes import (
     walk,
 )
 from ...plan.model import AxisMap, KernelPlan, Plan, PLoop, Step
-from ...plan.walk import grid_count, grid_decode, levels, reduces_in
+from ...plan.walk import grid_count, grid_decode, levels, reduces_in, reversed_loops, scan_map
 from ..pyexpr import Ctx, PyLang, axes_in, emit, linear_offset, mask_of, py_float
 from . import bulk, gelu
 
@@ -126,6 +126,8 @@ class KernelWriter:
         self.lang = LANG
         self.descriptors: dict[str, bulk.BulkTile] = {}  # kernel parameter -> its tile
         self.bulk_guards: list[tuple[str, str]] = []  # (condition, message) at launch
+        self.carries: dict[str, str] = {}  # scan stage -> its running value
+        self.reversed = reversed_loops(k)
 
     def w(self, s: str) -> None:
         self.lines.append("    " * self.ind + s)
@@ -159,13 +161,22 @@ class KernelWriter:
                 self.axis_value(m, root_ctx)
         for lvl, steps in levels(k):
             if lvl is not None:
+                for st in steps:  # a scan's running value outlives its chunk loop's trips
+                    if st.scan is not None and lvl.name in scan_map(st).loops:
+                        self.carry(st)
                 m = next(mm for mm in maps.values() if lvl.name in mm.loops)
                 self.axis_bounds(m, root_ctx)
                 s = m.strides[m.loops.index(lvl.name)]
                 ext = root_ctx.axes[f"__ext_{m.axis.name}"]
                 v = f"s_{lvl.name}"
-                self.w(f"for {v} in range(0, ({ext} + {s - 1}) // {s}):")
-                self.ind += 1
+                trips = f"({ext} + {s - 1}) // {s}"
+                if lvl.name in self.reversed:  # a reverse scan's chunks, last one first
+                    self.w(f"for {v}_r in range(0, {trips}):")
+                    self.ind += 1
+                    self.w(f"{v} = {trips} - 1 - {v}_r")
+                else:
+                    self.w(f"for {v} in range(0, {trips}):")
+                    self.ind += 1
                 self.var[lvl.name] = v
             for st in steps:
                 self.step(st, root_ctx)
@@ -256,6 +267,8 @@ class KernelWriter:
         for r in reduces_in(st.body):
             if st.strategy == "dot" and r is st.body:
                 ctx.reduces[r] = self.dot(st, r, ctx)
+            elif st.strategy == "scan":
+                ctx.reduces[r] = self.scan(st, r, ctx)
             elif st.strategy == "online" and r is st.body:
                 m, s = self.online(st, r, ctx)
                 pctx.locals[st.online_max] = m
@@ -349,6 +362,58 @@ class KernelWriter:
                                                for a in r.axes):
             ext = " * ".join(f"({rctx.axes['__ext_' + a.name]})" for a in r.axes)
             self.w(f"{acc} = tl.where({ext} > 0, {acc}, 0.0)")
+        return acc
+
+    def scan_pos(self, st: Step) -> int:
+        return next(self._loop(ln).pos for ln in scan_map(st).loops
+                    if self._loop(ln).role == "block")
+
+    def carry(self, st: Step) -> None:
+        """The running value of a scan: the step's tile with the scan position reduced."""
+        r = reduces_in(st.body)[0]
+        shape = self.spatial_shape(st)
+        shape[self.scan_pos(st)] = 1
+        c = self.fresh("carry")
+        self.w(f"{c} = tl.full({shape}, {IDENT[r.op]}, tl.float32)")
+        self.carries[st.stage.name] = c
+
+    def scan(self, st: Step, r: Reduce, ctx: Ctx) -> str:
+        """A prefix reduction over the scan axis' block: the body at k = j, scanned along
+        the block (tl.cumsum / tl.associative_scan, reversed for a reverse scan) and
+        combined with the value carried from the chunks before; the carry then takes the
+        chunk's total. Masked lanes hold the identity, so they change nothing."""
+        if st.stage.name not in self.carries:
+            self.carry(st)
+        c = self.carries[st.stage.name]
+        pos = self.scan_pos(st)
+        pre = st.scan
+        j, k = pre.axis, r.axes[0].name
+        rctx = ctx.child()
+        rctx.axes[k] = ctx.axes[j]
+        mask = ctx.masks.get(j)
+        nonempty = None
+        if pre.shift:  # exclusive: the element joining at j is k = j + shift, if any
+            kv, nonempty = self.fresh("k"), self.fresh("ne")
+            self.w(f"{kv} = {ctx.axes[j]} + ({pre.shift})")
+            self.w(f"{nonempty} = {self.ex(pre.nonempty, ctx)}")
+            rctx.axes[k] = kv
+            mask = f"({mask}) & ({nonempty})" if mask else nonempty
+        rctx.masks[k] = mask
+        v = self.fresh("v")
+        self.w(f"{v} = ({self.ex(r.body, rctx)}).to(tl.float32)")
+        if mask:
+            self.w(f"{v} = tl.where({mask}, {v}, {IDENT[r.op]})")
+        rev = ", reverse=True" if pre.reverse else ""
+        scanned = (f"tl.cumsum({v}, axis={pos}{rev})" if r.op == "sum" else
+                   f"tl.associative_scan({v}, {pos}, _kv_{'mul' if r.op == 'prod' else r.op}"
+                   f"{rev})")
+        total = (f"tl.reduce({v}, {pos}, _kv_mul, keep_dims=True)" if r.op == "prod"
+                 else f"tl.{r.op}({v}, axis={pos}, keep_dims=True)")
+        acc = self.fresh("acc")
+        self.w(f"{acc} = {COMBINE[r.op].format(a=c, b=scanned)}")
+        self.w(f"{c} = {COMBINE[r.op].format(a=c, b=total)}")
+        if nonempty and r.op in ("max", "min"):  # an empty window's max is 0
+            self.w(f"{acc} = tl.where({nonempty}, {acc}, 0.0)")
         return acc
 
     def online(self, st: Step, r: Reduce, ctx: Ctx) -> tuple[str, str]:
@@ -561,6 +626,13 @@ class KernelWriter:
             off = f"({off}) + tl.zeros({[1] * self.k.rank}, tl.int64)"
         mask = mask_of(ctx, [m.axis.name for m in st.spatial])
         m = f", mask={mask}" if mask else ""
+        if isinstance(st.body, Const):  # a constant (a zeroing kernel's): a tile of it
+            val = f"tl.full({list(self.k.pos_sizes)}, {val}, {TL[out.dtype.name]})"
+        if st.stage.accumulate == "sum":
+            # points of other programs (and of this tile) may add into the same element
+            self.w(f"tl.atomic_add({ptr(out.name)} + {off}, ({val}).to("
+                   f"{TL[out.dtype.name]}){m}, sem='relaxed')")
+            return
         self.w(f"tl.store({ptr(out.name)} + {off}, ({val}).to({TL[out.dtype.name]}){m})")
 
 
@@ -620,5 +692,7 @@ def render_module(plan: Plan, dot_f32: bool = False, libdevice: bool = True) -> 
     return {"kernels": kernels, "dims": dims, "guards": guards, "scratch": scratch,
             **gelu.helpers([k["body"] for k in kernels], libdevice, half),
             "descriptors": descriptors,
-            "mul": any("_kv_mul" in k["body"] for k in kernels)}  # a product reduction
+            "mul": any("_kv_mul" in k["body"] for k in kernels),  # a product reduction
+            "kv_max": any("_kv_max" in k["body"] for k in kernels),  # running max, min
+            "kv_min": any("_kv_min" in k["body"] for k in kernels)}
 

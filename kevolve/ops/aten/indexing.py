@@ -1,7 +1,8 @@
 """Indexing: gather, index_select, take, embedding, embedding_bag (sum, mean, max over
-FBGEMM-style offsets), scatter_add and index_add, masked_fill, one_hot. A load inside an
-index is a gather; an accumulating scatter is written as its transpose, a sum over the
-sources whose index hits the output point (out[c] += sum_k [idx[k] == c] src[k])."""
+FBGEMM-style offsets), scatter_add, index_add and bincount, masked_fill, one_hot. A load
+inside an index is a gather; a scatter-add is an accumulating store (`accumulate="sum"`):
+each source adds into the element its index names, O(sources) work however the indices
+repeat."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from ...ir.builder import (
     axes,
     cast,
     compute,
+    const,
     dims,
     eq,
     f32,
@@ -20,7 +22,6 @@ from ...ir.builder import (
     ne,
     op,
     param,
-    reduce_axis,
     sum_,
     where,
 )
@@ -59,18 +60,31 @@ def _ops():
     b2, s2, d2 = axes("b s d", B, S, D)
     out.append((op("embedding_2d", inputs=[ids2, table], outputs=[compute(
         "y", (b2, s2, d2), table[ids2[b2, s2], d2])]), "F.embedding", None))
-    # scatter-add along dim 1 and index_add along dim 0, as sums over the sources
+    # scatter-add along dim 1 and index_add along dim 0: the sources add into a buffer
+    # that starts at 0 (one kernel, atomics), then a pointwise stage adds x
     src = input("src", (M, K), f32)
+    i4, r4 = axes("i r", M, K)
+    sc = compute("scattered", (i4, r4), src[i4, r4], store=(i4, idx[i4, r4]), shape=(M, N),
+                 accumulate="sum")
     ic, c = axes("i c", M, N)
-    r = reduce_axis("r", K)
     out.append((op("scatter_add", inputs=[x, idx, src], outputs=[compute(
-        "y", (ic, c), x[ic, c] + sum_(where(eq(idx[ic, r], c), src[ic, r], 0.0), over=r))]),
+        "y", (ic, c), x[ic, c] + sc[ic, c])]),
         lambda t, p: __import__("torch").scatter_add(t["x"], 1, t["index"], t["src"]), None))
     src0 = input("source", (K, N), f32)
+    r5, j5 = axes("r j", K, N)
+    added = compute("added", (r5, j5), src0[r5, j5], store=(iv[r5], j5), shape=(M, N),
+                    accumulate="sum")
     v0, j1 = axes("v j", M, N)
     out.append((op("index_add", inputs=[x, iv, src0], outputs=[compute(
-        "y", (v0, j1), x[v0, j1] + sum_(where(eq(iv[r], v0), src0[r, j1], 0.0), over=r))]),
+        "y", (v0, j1), x[v0, j1] + added[v0, j1])]),
         lambda t, p: t["x"].index_add(0, t["index"], t["source"]), None))
+    # a histogram of K labels into C bins (C >= every label), counted as int64 like torch
+    C2 = param("C")
+    lab2 = input("input", (K,), i64)
+    (k6,) = axes("k", K)
+    out.append((op("bincount", inputs=[lab2], outputs=[compute(
+        "y", (k6,), const(1, i64), store=(lab2[k6],), shape=(C2,), accumulate="sum")]),
+        lambda t, p: __import__("torch").bincount(t["input"], minlength=p["C"]), None))
     mask = input("mask", (M, N), f32)
     i3, j3 = axes("i j", M, N)
     out.append((op("masked_fill", inputs=[x, mask], outputs=[compute(

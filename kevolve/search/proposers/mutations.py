@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 
+from ...ir import prefix
 from ...ir.nodes import Binary, Dim, Load, Op, Reduce, Unary, op_dims, product_factors, walk
 from ...schedule.trace import Move, Trace
 
@@ -316,7 +317,9 @@ def toggle_reduce_split(t: Trace, rng: random.Random, op: Op) -> Trace | None:
     """Loop a reduction over chunks (or stop looping): single tile vs looped."""
     moves = moves_of(t)
     at = _computed_at(moves)
-    stages = [s for s in op.stages if s.reduce_axes and (s.name in at or s.name in op.outputs)]
+    scans = {m["stage"] for m in moves if m["m"] == "reduction" and m["strategy"] == "scan"}
+    stages = [s for s in op.stages if s.reduce_axes and (s.name in at or s.name in op.outputs)
+              and s.name not in scans]  # a scan has no loop over its window to split
     if not stages:
         return None
     s = rng.choice(stages)
@@ -584,12 +587,13 @@ def _spatial_nest(moves: list[dict], s) -> list[dict]:
         m["m"] in ("split", "vectorize", "unroll") and m["axis"] not in red)]
 
 
-STRATEGIES = ("single", "looped", "online", "split")
+STRATEGIES = ("single", "looped", "online", "split", "scan")
 
 
 def reduction_strategy(t: Trace, rng: random.Random, op: Op) -> Trace | None:
     """Another reduction strategy for one reducing stage: one tile, a loop over tiles, one
-    online pass (softmax-style sums), or split across programs."""
+    online pass (softmax-style sums), split across programs, or a running value along the
+    window's axis (prefix reductions: cumsum)."""
     moves = moves_of(t)
     stages = [s for s in op.stages if s.reduce_axes]
     if not stages:
@@ -598,7 +602,8 @@ def reduction_strategy(t: Trace, rng: random.Random, op: Op) -> Trace | None:
     cur = next((m["strategy"] for m in moves if m["m"] == "reduction"
                 and m["stage"] == s.name), None)
     choices = [x for x in STRATEGIES if x != cur and
-               (x != "online" or s.name in online_candidates(op))]
+               (x != "online" or s.name in online_candidates(op)) and
+               (x != "scan" or prefix.match(s, s.body)[0] is not None)]
     strategy = rng.choice(choices)
     moves = [m for m in moves if not (m["m"] == "reduction" and m["stage"] == s.name)]
     moves.append({"m": "reduction", "stage": s.name, "strategy": strategy})

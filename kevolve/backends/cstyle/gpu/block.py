@@ -31,7 +31,7 @@ from dataclasses import replace
 
 from ....ir.nodes import AxisRef, Reduce, walk
 from ....plan.model import KernelPlan, Plan, Step
-from ....plan.walk import grid_count, grid_decode, reduces_in
+from ....plan.walk import grid_count, grid_decode, reduces_in, scan_map
 from ....schedule.errors import MoveError
 from ...pyexpr import Ctx, emit
 from ..languages import CudaLanguage
@@ -132,6 +132,8 @@ class GpuEmitter(ScalarEmitter):
 
     # -- one step ------------------------------------------------------------------------
     def step(self, st: Step, pctx: Ctx, out: list) -> None:
+        if st.strategy == "scan":
+            return self.scan_step(st, pctx, out)
         reds = reduces_in(st.body)
         ps = self.positions(st)
         S = _prod(sz for _, sz in ps)
@@ -152,6 +154,62 @@ class GpuEmitter(ScalarEmitter):
             self.owned_step(st, pctx, out, reds, n, vs)
         else:
             self.lanes_step(st, pctx, out, reds, n, R, vs)
+
+    # -- scans: each thread walks the scan axis for its points of the other positions ---
+    def scan_iters(self, st: Step) -> tuple[int, int, list[tuple[int, int]]]:
+        """(points of the other positions, trips of the thread loop, those positions)."""
+        _, others = self.scan_positions(st)
+        S = _prod(sz for _, sz in others)
+        return S, -(-S // self.T), others
+
+    def carry(self, st: Step, ctx: Ctx, out: list) -> None:
+        """A thread's running values: one per point it owns (`iters` of them)."""
+        r = reduces_in(st.body)[0]
+        _, iters, _ = self.scan_iters(st)
+        c = self.fresh("carry")
+        out.append(Decl(c, "f32", None, iters))
+        v = self.fresh("c")
+        out.append(For(v, str(iters), [Assign(f"{c}[{v}]", self.lang.ident[r.op])]))
+        self.carries[st.stage.name] = c
+
+    def scan_step(self, st: Step, pctx: Ctx, out: list) -> None:
+        """A prefix reduction: the points of the step's other block positions are spread
+        over the threads (flat = tid + it * T), and each thread walks the scan axis' block
+        in order (reversed for a reverse scan) carrying one running value per point."""
+        r = reduces_in(st.body)[0]
+        S, iters, others = self.scan_iters(st)
+        out.append(Comment(f"stage {st.stage.name} (scan along {st.scan.axis}): {S} point(s), "
+                           "one thread each"))
+        if st.stage.name not in self.carries:
+            self.carry(st, pctx, out)
+        c = self.carries[st.stage.name]
+        jpos, _ = self.scan_positions(st)
+        jsize = self.block_of(scan_map(st)).size
+        body: list = []
+        it = self.fresh("it")
+        out.append(For(it, str(iters), body))
+        flat = self.fresh("p")
+        body.append(Decl(flat, "i64", f"tid + {it} * {self.T}" if iters > 1 else "tid"))
+        if S < self.T:
+            inner: list = []
+            body.append(If(f"{flat} < {S}", inner))
+            body = inner
+        stride, decls = 1, []
+        for n, (pos, size) in enumerate(reversed(others)):
+            e = flat if stride == 1 else f"({flat} / {stride})"
+            decls.append(Decl(f"b{pos}", "i64", f"{e} % {size}" if n < len(others) - 1 else e))
+            stride *= size
+        body.extend(reversed(decls))
+        walk: list = []
+        if st.scan.reverse:
+            body.append(For(f"b{jpos}_r", str(jsize), walk))
+            walk.append(Decl(f"b{jpos}", "i64", f"{jsize - 1} - b{jpos}_r"))
+        else:
+            body.append(For(f"b{jpos}", str(jsize), walk))
+        ctx = Ctx(locals=pctx.locals)
+        walk = self.bind_point(st, ctx, walk)
+        ctx.reduces[r] = self.scan_point(st, r, ctx, walk, f"{c}[{it}]")
+        self.finish(st, pctx, ctx, walk, out)
 
     def scalar_step(self, st: Step, pctx: Ctx, out: list, reds) -> None:
         """No block positions: every thread takes part in the reductions (R = T lanes) and

@@ -265,7 +265,9 @@ class Vectors:
         reds = reduces_in(st.body)
         loads, why = self.accesses([st.body] + [r.body for r in reds], m, W, pctx.locals)
         store = None
-        if st.is_root:
+        if st.is_root and st.stage.accumulate:
+            why.append("an accumulating store (one atomic add per element)")
+        elif st.is_root:
             o = st.stage.out
             s = self.access(Load(o, st.stage.store_index), m, W, [()])
             if isinstance(s, str):
