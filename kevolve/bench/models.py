@@ -1,6 +1,7 @@
 """The end-to-end model benchmark (`kevolve bench --suite model`): reference models in eager
-PyTorch, torch.compile (default, and max-autotune when asked) and with kevolve's ops
-swapped in (run eagerly, and under torch.compile), in one process.
+PyTorch, torch.compile (default; max-autotune and reduce-overhead, which replays CUDA graphs,
+when asked) and with kevolve's ops swapped in (run eagerly, under torch.compile, and under
+reduce-overhead when asked), in one process.
 
 1. Checks first: every mode's outputs against eager on one batch, and for the kevolve modes
    every parameter's gradient after a backward pass (fp32; relative to the gradient's
@@ -32,7 +33,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-ALL_MODES = ("eager", "compile", "max-autotune", "kevolve", "kevolve-compile")
+ALL_MODES = ("eager", "compile", "max-autotune", "reduce-overhead", "kevolve",
+             "kevolve-compile", "kevolve-reduce-overhead")
 ZOO = Path("benchmarks") / "models"
 
 
@@ -150,15 +152,16 @@ def make_modes(model, modes, accelerate, s: Settings, modules, bounds, log):
             m = model
         elif mode == "compile":
             m = torch.compile(model)
-        elif mode == "max-autotune":
-            m = torch.compile(model, mode="max-autotune")
+        elif mode in ("max-autotune", "reduce-overhead"):
+            m = torch.compile(model, mode=mode)
         else:
             if kv is None:
                 kv = copy.deepcopy(model)
                 swaps = accelerate(kv, archive=s.archive, modules=modules, bounds=bounds,
                                    **({"backend": s.backend} if s.backend else {}))
                 log(f"  accelerate: {[(s.path, s.op) for s in swaps]}")
-            m = kv if mode == "kevolve" else torch.compile(kv)
+            m = kv if mode == "kevolve" else torch.compile(
+                kv, **({"mode": "reduce-overhead"} if mode.endswith("reduce-overhead") else {}))
         out[mode] = m
         log(f"  {mode}: wrapped in {time.perf_counter() - t0:.1f}s")
     return out, swaps
@@ -173,23 +176,31 @@ def check(models: dict, b, tol: float, log) -> dict:
         if mode == "eager":
             continue
         t0 = time.perf_counter()
-        r = {"output_rel_err": rel_err(infer(m, b), ref)}
-        if mode.startswith("kevolve"):
-            g = {param_key(n): v for n, v in grads(m, b).items()}
-            # a gradient that is 0 up to roundoff (a bias in front of a softmax) is
-            # compared on the scale of the model's largest gradient
-            floor = 1e-5 * max(v.abs().max().item() for v in ref_g.values())
-            errs = {n: rel_err(g[n], ref_g[n], floor) for n in ref_g if n in g}
-            missing = sorted(set(ref_g) - set(g))
-            worst = max(errs, key=errs.get)
-            r.update(grad_rel_err=errs[worst], worst_grad=worst, grads_checked=len(errs),
-                     grads_missing=missing)
-        r["ok"] = r["output_rel_err"] <= tol and r.get("grad_rel_err", 0.0) <= tol and \
-            not r.get("grads_missing")
+        try:
+            r = _check_mode(mode, m, b, ref, ref_g, tol)
+        except Exception as e:  # a mode that cannot run is reported, the others go on
+            r = {"ok": False, "error": f"{type(e).__name__}: {e}"[:800]}
         r["seconds"] = time.perf_counter() - t0
         res[mode] = r
         log(f"  check {mode}: {r}")
     return res
+
+
+def _check_mode(mode: str, m, b, ref, ref_g, tol: float) -> dict:
+    r = {"output_rel_err": rel_err(infer(m, b), ref)}
+    if mode.startswith("kevolve"):
+        g = {param_key(n): v for n, v in grads(m, b).items()}
+        # a gradient that is 0 up to roundoff (a bias in front of a softmax) is
+        # compared on the scale of the model's largest gradient
+        floor = 1e-5 * max(v.abs().max().item() for v in ref_g.values())
+        errs = {n: rel_err(g[n], ref_g[n], floor) for n in ref_g if n in g}
+        missing = sorted(set(ref_g) - set(g))
+        worst = max(errs, key=errs.get)
+        r.update(grad_rel_err=errs[worst], worst_grad=worst, grads_checked=len(errs),
+                 grads_missing=missing)
+    r["ok"] = r["output_rel_err"] <= tol and r.get("grad_rel_err", 0.0) <= tol and \
+        not r.get("grads_missing")
+    return r
 
 
 def timed(fn, device, iters: int) -> float:
@@ -277,9 +288,9 @@ def run_model(zoo, name: str, s: Settings, accelerate: Callable, device, log) ->
                 return train_step(models[m], opts[m], b) if training else infer(models[m], b)
             fns[m] = fn
         warm = {}
-        for m in live:  # warm-up: compiles, kernel builds, every batch once
+        for m in live:  # warm-up: compiles, kernel builds, CUDA graphs recorded per batch
             t1 = time.perf_counter()
-            for _ in range(len(bs) + 1):
+            for _ in range(2 * len(bs) + 1):
                 fns[m]()
             sync(device)
             warm[m] = time.perf_counter() - t1
@@ -332,6 +343,15 @@ def run(zoo, s: Settings, accelerate: Callable, command: str, log=print,
     return res
 
 
+def _check_line(mode: str, c: dict) -> str:
+    if "error" in c:
+        return f"{mode}: FAILED ({c['error'].splitlines()[0][:200]})"
+    return (f"{mode}: output {c['output_rel_err']:.1e}"
+            + (f", worst grad {c['grad_rel_err']:.1e} ({c['worst_grad']}, "
+               f"{c['grads_checked']} grads)" if "grad_rel_err" in c else "")
+            + ("" if c["ok"] else " FAILED"))
+
+
 def modes_of(r: dict) -> list[str]:
     """The modes timed in a model's scenarios, in the order they ran."""
     seen: list[str] = []
@@ -351,10 +371,7 @@ def markdown(rep: dict, details: bool = True) -> str:
         lines += [f"## {name} ({r['params_m']:.0f}M parameters)", "",
                   "Swapped: " + ", ".join(f"{s['path']} ({s['op']})" for s in r["swaps"]), "",
                   "Checks against eager: " + "; ".join(
-                      f"{m}: output {c['output_rel_err']:.1e}"
-                      + (f", worst grad {c['grad_rel_err']:.1e} ({c['worst_grad']}, "
-                         f"{c['grads_checked']} grads)" if "grad_rel_err" in c else "")
-                      + ("" if c["ok"] else " FAILED") for m, c in r["checks"].items()), ""]
+                      _check_line(m, c) for m, c in r["checks"].items()), ""]
         for k in r.get("kernels", {}).values():
             lines.append(f"- {k['op']}: forward {k['forward']['kernels']} shape classes on "
                          f"kevolve kernels, {k['forward']['fallback']} on PyTorch; backward "

@@ -9,6 +9,11 @@ implementations, so they trace under torch.compile(fullgraph=True) as opaque cal
 Where no kernel serves a shape class (or the op has no backward), the original PyTorch
 code runs instead: the op's reference, and torch autograd through it for the backward.
 Float inputs of another dtype (bf16) run in the op's dtype and come back in theirs.
+
+Called eagerly (not while torch.compile traces), the op skips the dispatcher: a plain
+autograd.Function runs the same forward and backward, and a launch for a shape seen before
+reuses its kernel, dims and output shapes. A serving batch is a handful of small kernels,
+so what the host spends per call is what the model runs at.
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ class KevolveOp:
         self.floats = [b.name for b in self.op.inputs if b.dtype.is_float]
         self.params = [p.name for p in self.op.params]
         self.outputs = list(self.op.outputs)
+        from ..ir.dtypes import torch_dtype
+        self._dtypes = {b.name: torch_dtype(b.dtype) for b in self.op.inputs}
         self.fwd = KernelTable(self.op, self.backend, records_fwd)
         try:
             self.bwd_spec = grad.for_op(self.op, opdef.backward)
@@ -91,7 +98,9 @@ class KevolveOp:
 
     def __call__(self, *tensors, **params):
         args = list(tensors) + [int(params.get(p, -1)) for p in self.params]
-        return self.forward_op(*args)
+        if torch.compiler.is_compiling():
+            return self.forward_op(*args)
+        return _Eager.apply(self, *args)
 
     def _split(self, args):
         n = len(self.inputs)
@@ -100,11 +109,7 @@ class KevolveOp:
         return t, p
 
     def _prepare(self, tensors: dict) -> dict:
-        out = {}
-        for b in self.op.inputs:
-            from ..ir.dtypes import torch_dtype
-            out[b.name] = tensors[b.name].detach().to(torch_dtype(b.dtype)).contiguous()
-        return out
+        return {n: tensors[n].detach().to(t).contiguous() for n, t in self._dtypes.items()}
 
     def _out_dtype(self, tensors):
         return next((tensors[n].dtype for n in self.floats), torch.float32)
@@ -113,13 +118,15 @@ class KevolveOp:
         tensors, given = self._split(args)
         ins = self._prepare(tensors)
         params = self.fwd.params(ins, given)
-        k, dims = self.fwd.kernel(ins, params)
+        k, dims, shapes = self.fwd.launch(ins, params)
         dt = self._out_dtype(tensors)
         if k is None:
             got = self.opdef.torch_eager(tensors, params)
             res = [got[n].to(dt) for n in self.outputs]
         else:
-            outs = self.fwd.outputs(ins, dims, next(iter(ins.values())))
+            like = next(iter(ins.values()))
+            outs = {n: torch.empty(shape, dtype=t, device=like.device)
+                    for n, (shape, t) in shapes.items()}
             k(ins, outs, params)
             res = [outs[n].to(dt) if outs[n].is_floating_point() else outs[n]
                    for n in self.outputs]
@@ -184,10 +191,12 @@ class KevolveOp:
         bins = {b.name: avail[b.name].to(torch_dtype(b.dtype)) for b in bop.inputs}
         bparams = self.bwd.params(bins, {k: v for k, v in fparams.items()
                                          if k in {p.name for p in bop.params}})
-        k, dims = self.bwd.kernel(bins, bparams)
+        k, dims, shapes = self.bwd.launch(bins, bparams)
         if k is None:
             return None
-        out = self.bwd.outputs(bins, dims, next(iter(bins.values())))
+        like = next(iter(bins.values()))
+        out = {n: torch.empty(shape, dtype=t, device=like.device)
+               for n, (shape, t) in shapes.items()}
         k(bins, out, bparams)
         return {x: out["d_" + x] for x in self.bwd_spec.wrt} | {
             x: torch.zeros_like(tensors[x]) for x in self.floats if x not in self.bwd_spec.wrt}
@@ -209,6 +218,34 @@ class KevolveOp:
     def _backward_fake(self, *args):
         return [args[self.inputs.index(x)].new_empty(args[self.inputs.index(x)].shape)
                 for x in self.floats]
+
+
+class _Eager(torch.autograd.Function):
+    """The custom ops' forward and backward without the dispatcher (eager calls only)."""
+
+    @staticmethod
+    def forward(ctx, kop, *args):
+        out = kop._forward(*args)
+        outs = (out,) if len(kop.outputs) == 1 else out
+        ctx.kop = kop
+        n = len(kop.inputs)
+        ctx.save_for_backward(*args[:n], *outs)
+        ctx.params = tuple(args[n:])
+        ctx.mark_non_differentiable(*(o for o in outs if not o.is_floating_point()))
+        return out
+
+    @staticmethod
+    def backward(ctx, *grads):
+        kop = ctx.kop
+        saved = ctx.saved_tensors
+        n = len(kop.inputs)
+        ins, outs = saved[:n], saved[n:]
+        grads = [g if g is not None else torch.zeros_like(o) for g, o in zip(grads, outs,
+                                                                             strict=True)]
+        got = kop._backward(*ins, *outs, *grads, *ctx.params)
+        by_name = dict(zip(kop.floats, got, strict=True))
+        return (None,) + tuple(by_name.get(x) for x in kop.inputs) + \
+            (None,) * len(kop.params)
 
 
 def _autograd_dispatch():

@@ -124,3 +124,31 @@ def test_the_end_to_end_chart_has_alt_text():
     figs = report.charts(model_results())
     (fig,) = figs
     assert fig["title"].startswith("End to end") and "kevolve 1.500x" in fig["alt"]
+
+
+def test_a_mode_that_cannot_run_is_reported_and_the_others_go_on():
+    torch = pytest.importorskip("torch")
+
+    class Batch:
+        def __init__(self):
+            g = torch.Generator().manual_seed(2)
+            self.x = torch.randn(5, 3, generator=g)
+            self.labels = torch.rand(5, 1, generator=g)
+
+        def args(self):
+            return (self.x,)
+
+    class Broken(torch.nn.Module):
+        def forward(self, x):
+            raise RuntimeError("graph capture failed\nsecond line")
+
+    eager = torch.nn.Linear(3, 1)
+    seen = []
+    res = e2e.check({"eager": eager, "compile": eager, "kevolve-reduce-overhead": Broken()},
+                    Batch(), 1e-3, seen.append)
+    assert res["compile"]["ok"] and res["compile"]["output_rel_err"] == 0.0
+    bad = res["kevolve-reduce-overhead"]
+    assert not bad["ok"] and bad["error"].startswith("RuntimeError: graph capture failed")
+    line = e2e._check_line("kevolve-reduce-overhead", bad)
+    assert line == "kevolve-reduce-overhead: FAILED (RuntimeError: graph capture failed)"
+    assert len(seen) == 2

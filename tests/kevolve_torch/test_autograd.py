@@ -146,3 +146,23 @@ def test_fullgraph_compile_traces_forward_and_backward():
     torch.testing.assert_close(y, ref)
     torch.testing.assert_close(a.grad, b.grad)
     assert np.isfinite(a.grad.numpy()).all()
+
+
+def test_eager_calls_skip_the_dispatcher_and_remember_each_shape(monkeypatch):
+    opdef = get("jagged_sum")
+    kop = kevolve_op(opdef, "cpu")
+
+    def no_dispatch(*a):
+        raise AssertionError("an eager call went through the custom op")
+    monkeypatch.setattr(kop, "forward_op", no_dispatch)
+    g = torch.Generator().manual_seed(5)
+    for lengths in ([3, 0, 5], [2, 7, 1], [3, 0, 5]):  # totals 8, 10, 8: one shape class
+        off = torch.tensor([0] + lengths).cumsum(0)
+        v = torch.randn(int(off[-1]), 6, generator=g, requires_grad=True)
+        out = kop(v, off, max_len=8)
+        want = torch.stack([v[a:b].sum(0) for a, b in zip(off[:-1], off[1:], strict=True)])
+        torch.testing.assert_close(out, want)
+        out.square().sum().backward()
+        torch.testing.assert_close(v.grad, 2 * want.detach().repeat_interleave(
+            torch.tensor(lengths), dim=0))
+    assert len(kop.fwd._by_shape) == 2 and len(kop.fwd._by_class) == 1
