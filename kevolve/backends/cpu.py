@@ -96,9 +96,11 @@ class CpuBackend(Backend):
         if self.threads:
             lib.kv_set_threads(ctypes.c_int(self.threads))
 
+        seen: dict = {}  # input shapes + params -> dims
+
         def run(inputs, outputs, params):
             rc = lib.kv_launch(*launch_args(op, {**inputs, **outputs}, params, names, types,
-                                            dims_order))
+                                            dims_order, seen))
             if rc:
                 raise ValueError(source.meta["guards"][rc - 1] + " (this kernel was lowered "
                                  "for another shape class)")

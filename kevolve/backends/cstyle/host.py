@@ -51,9 +51,10 @@ def host_parts(plan: Plan, lang: CStyleLanguage) -> tuple[list[str], list[str], 
 
 
 def launch_args(op, arrays: dict, params: dict, names: list[str], types: dict,
-                dims_order: list[str]):
+                dims_order: list[str], seen: dict | None = None):
     """kv_launch's pointer and dims arrays from C-contiguous numpy arrays (or CPU torch
-    tensors, which share their memory)."""
+    tensors, which share their memory). `seen` remembers the dims per input shapes and
+    params, so that a kernel called again on the same shapes skips solving them."""
     ptrs = (ctypes.c_void_p * len(names))()
     for i, n in enumerate(names):
         a = arrays[n]
@@ -63,5 +64,12 @@ def launch_args(op, arrays: dict, params: dict, names: list[str], types: dict,
             raise TypeError(f"buffer {n!r} must be a C-contiguous {types[n].np} "
                             f"array, got {a.dtype}")
         ptrs[i] = a.ctypes.data
-    dims = bind_dims(op, arrays, params)
+    key = (tuple(tuple(arrays[b.name].shape) for b in op.inputs), tuple(params.items()))
+    dims = seen.get(key) if seen is not None else None
+    if dims is None:
+        dims = bind_dims(op, arrays, params)
+        if seen is not None:
+            if len(seen) > 4096:  # jagged totals vary call to call: stay bounded
+                seen.clear()
+            seen[key] = dims
     return ptrs, (ctypes.c_int64 * max(1, len(dims_order)))(*[dims[d] for d in dims_order])

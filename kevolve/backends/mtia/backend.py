@@ -194,9 +194,11 @@ class MtiaBackend(Backend):
         except MoveError as e:  # a source rendered for a bigger machine: the emulator's
             diagnostics["estimate_error"] = str(e)  # own capacity check reports it at run
 
+        seen: dict = {}  # input shapes + params -> dims
+
         def run(inputs, outputs, params):
             rc = lib.kv_launch(*launch_args(op, {**inputs, **outputs}, params, names, types,
-                                            dims_order), cfg)
+                                            dims_order, seen), cfg)
             if rc > 0:
                 raise ValueError(source.meta["guards"][rc - 1] + " (this kernel was lowered "
                                  "for another shape class)")

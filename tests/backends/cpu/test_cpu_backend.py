@@ -89,3 +89,25 @@ def test_checks_catch_wrong_kernels(name):
     assert any("NaN" in p for p in bc.check(_Faulty("nan"), name, shape))
     assert any("elements off" in p for p in bc.check(_Faulty("off"), name, shape))
     assert any("was modified" in p for p in bc.check(_Faulty("input"), name, shape))
+
+
+def test_one_kernel_called_on_changing_jagged_totals_and_then_a_wrong_shape():
+    """The launch remembers dims per input shapes: every new total is solved afresh, a
+    repeated one reuses its dims, and an inconsistent call is still refused."""
+    from kevolve import api
+    from kevolve.ir.interp import InterpError
+
+    d = ops.resolve("jagged_sum")
+    k = api.build(api.lower(d.op, None, BE, {"B": 3, "D": 5, "T": 9, "max_len": 8}), BE)
+    rng = np.random.default_rng(7)
+    for lengths in ([4, 0, 5], [1, 8, 2], [4, 0, 5], [0, 0, 0]):
+        off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        ins = {"values": rng.standard_normal((int(off[-1]), 5)).astype(np.float32),
+               "offsets": off}
+        out = {"out": np.full((3, 5), np.nan, np.float32)}
+        k(ins, out, {"max_len": 8})
+        np.testing.assert_allclose(out["out"], reference(d.op, ins, {"max_len": 8})["out"],
+                                   rtol=1e-5, atol=1e-5)
+    with pytest.raises(InterpError, match="'values' should have 2 dims"):
+        k({"values": np.zeros(9, np.float32), "offsets": np.zeros(4, np.int64)},
+          {"out": np.zeros((3, 5), np.float32)}, {"max_len": 8})
