@@ -5,10 +5,12 @@
 # committed H200 archive, default schedules for the backward ops), outputs and gradients
 # checked against eager first, then samples/s and a profiler breakdown.
 #   usage: bash benchmarks/h200_model.sh [extra run.py flags, e.g. --modes eager,compile]
-# Results: $OUT/2026-12-05-h200-model.{json,md}. max-autotune is left out by default: its
-# compile time does not fit the device budget (add it with --modes ...,max-autotune).
+# Results: $OUT/2026-12-05-h200-model.{json,md}. Modes: $MODES (default: eager, compile,
+# kevolve, kevolve-compile, and reduce-overhead - CUDA graphs - with and without kevolve).
+# max-autotune is left out by default: its compile time does not fit the device budget.
 set -eu
 PY=${PY:-python3}
 DEST=${OUT:-/tmp}/2026-12-05-h200-model
 PYTHONPATH=. timeout "${LIMIT:-520}" "$PY" -m benchmarks.models.run --device cuda \
-  --archive benchmarks/results/h200-archive.db --profile --out "$DEST" "$@"
+  --archive benchmarks/results/h200-archive.db --profile --out "$DEST" \
+  --modes "${MODES:-eager,compile,kevolve,kevolve-compile,reduce-overhead,kevolve-reduce-overhead}" "$@"
