@@ -155,6 +155,9 @@ def test_eager_calls_skip_the_dispatcher_and_remember_each_shape(monkeypatch):
     def no_dispatch(*a):
         raise AssertionError("an eager call went through the custom op")
     monkeypatch.setattr(kop, "forward_op", no_dispatch)
+    # kevolve_op is shared per (op, backend): start from empty caches whatever ran before
+    monkeypatch.setattr(kop.fwd, "_by_shape", {})
+    monkeypatch.setattr(kop.fwd, "_by_class", {})
     g = torch.Generator().manual_seed(5)
     for lengths in ([3, 0, 5], [2, 7, 1], [3, 0, 5]):  # totals 8, 10, 8: one shape class
         off = torch.tensor([0] + lengths).cumsum(0)
