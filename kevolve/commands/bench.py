@@ -51,7 +51,8 @@ def _line(row: dict) -> str:
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Interleaved timing rounds (eager, torch.compile, kevolve, ... in turn, "
               "the order changing from round to round); times are medians over rounds, "
-              "spreads (max - min) / median.")
+              "spreads (max - min) / median. --suite search: the rounds in which each op's "
+              "runs' best schedules are timed again side by side.")
 @click.option("--out", "out_dir", default="bench-out", show_default=True)
 @click.option("--db", default=None, envvar="KEVOLVE_DB", metavar="PATH",
               type=click.Path(dir_okay=False, resolve_path=True), help=DB_HELP)
@@ -152,7 +153,7 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
                                  ("base_url", base_url), ("command", agent_command),
                                  ("transcripts", transcripts)) if v}
         _search(backend_name or "cpu", budget, ops, proposers, seeds, not no_dedup,
-                threads if threads is not None else 1, out_dir, as_json, llm, label)
+                threads if threads is not None else 1, out_dir, as_json, llm, label, rounds)
         return
     if suite == "model":
         _models(models, models_dir, scale, batch_sizes, rounds, iters, db, no_compile,
@@ -248,7 +249,7 @@ def command(suite, backend_name, budget, from_archive, top, rounds, out_dir, db,
 
 
 def _search(backend_name, budget, ops, proposers, seeds, dedup, threads, out_dir,
-            as_json, llm: dict, label: str = "") -> None:
+            as_json, llm: dict, label: str = "", rounds: int = 3) -> None:
     """`--suite search`: kevolve.bench.search_quality over the cpu suite's ops."""
     import shlex
     import sys
@@ -275,7 +276,7 @@ def _search(backend_name, budget, ops, proposers, seeds, dedup, threads, out_dir
     cmd = "kevolve " + shlex.join(sys.argv[1:])
     res = search_quality.run(names, props, seeds, budget, backend_name, threads, dedup,
                              proposer_options={"llm": llm}, out_dir=out_dir, command=cmd,
-                             on_run=on_run, label=label)
+                             on_run=on_run, label=label, retime_rounds=rounds)
     if as_json:
         emit_json(res)
         return

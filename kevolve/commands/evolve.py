@@ -68,6 +68,10 @@ from .archive import db_option
               "--confirm-rounds rounds, one at a time, and crown the best from the medians "
               "over rounds, with its spread (0 or 1: off).")
 @click.option("--confirm-rounds", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--duel", type=click.IntRange(min=0), default=3, show_default=True,
+              help="A candidate faster than the best on its one timing is timed again "
+              "beside the best over N interleaved rounds, and leads only if it is faster "
+              "there (not counted in --budget; 0: off).")
 @click.option("--interpret", is_flag=True, help="Triton: use Triton's interpreter.")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object on stdout (the summary); no progress bar. Exit 1 when no "
@@ -75,7 +79,8 @@ from .archive import db_option
 def command(op_ref, backend_name, budget, minutes, proposer, traces, transport, model,
             base_url, agent_command, transcripts, temperature, workers,
             executor, address, db, resume, seed, shape_args, threads, timeout, mem_limit,
-            roofline_slack, refresh, confirm, confirm_rounds, interpret, as_json) -> None:
+            roofline_slack, refresh, confirm, confirm_rounds, duel, interpret,
+            as_json) -> None:
     from rich.progress import TextColumn
 
     from ..api import backend
@@ -117,7 +122,7 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, transport, 
                        resume=resume, seed=seed, shape=preset, shape_overrides=over,
                        threads=threads, timeout_s=timeout, mem_limit_mb=mem_limit,
                        roofline_slack=roofline_slack, refresh=refresh, confirm=confirm,
-                       confirm_rounds=confirm_rounds,
+                       confirm_rounds=confirm_rounds, duel=duel,
                        backend_options={"interpret": True} if interpret else {})
     prog = progress(as_json, TextColumn("{task.fields[status]}"))
     task = None
@@ -133,6 +138,9 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, transport, 
             now = f"{r.time_ms:.4g} ms" if r.ok and r.time_ms else r.verdict
             prog.update(task, status=f"re-measured {data['remeasured']} (code changed): "
                         f"candidate {data['candidate']} {data['was_ms']:.4g} ms -> {now}")
+        elif kind == "duel" and task is not None:
+            prog.update(task, status=f"candidate {data['candidate']} "
+                        f"{'takes the lead' if data['won'] else 'not faster'} beside the best")
         elif kind == "confirmed" and task is not None:
             prog.update(task, status=f"re-timed {len(data['confirmed'])} leaders")
         elif kind == "pairing" and task is not None:
@@ -191,6 +199,10 @@ def command(op_ref, backend_name, budget, minutes, proposer, traces, transport, 
         echo(f"stopped at {summ.evaluated} of {budget}: the proposer had nothing new for "
              f"{STALL_ROUNDS} rounds in a row" + (f" (refused: {why})" if why else "") +
              "; --resume with another --seed, or another --proposer, goes on")
+    if summ.duels:
+        won = sum(d["won"] for d in summ.duels)
+        echo(f"duels: {won} of {len(summ.duels)} candidates faster than the best on one "
+             "timing were faster again beside it")
     conf = next((c for c in summ.confirmed if summ.best is not None
                  and c["candidate"] == summ.best.candidate_id), None)
     if conf is not None:

@@ -47,6 +47,10 @@ class SearchConfig:
     # lowest median over rounds, reported with its spread (0: off).
     confirm: int = 0
     confirm_rounds: int = 3
+    # Winners are real during the search too: a result faster than the best on its single
+    # timing is timed again beside the best over `duel` interleaved rounds, and leads only
+    # if it is faster there (0: off).
+    duel: int = 0
 
 
 STALL_ROUNDS = 4  # rounds in a row without a proposal that end a search short of its budget
@@ -75,6 +79,7 @@ class Summary:
     best_so_far: list = field(default_factory=list)  # (index, best time) per evaluation
     seconds: float = 0.0
     stalled: bool = False  # stopped before the budget: the proposer had nothing new
+    duels: list = field(default_factory=list)  # candidate, incumbent, won, both medians
     confirmed: list = field(default_factory=list)  # re-timed leaders: candidate, first_ms,
     # median_ms, spread ((max - min) / median over rounds), rounds
 
@@ -126,5 +131,6 @@ class Summary:
                 "best_trace": json.loads(b.trace_json) if b else None,
                 "best_candidate": b.candidate_id if b else None,
                 "best_so_far": self.best_so_far, "seconds": self.seconds,
-                "confirmed": self.confirmed, "best_spread": self.best_spread,
+                "duels": self.duels, "confirmed": self.confirmed,
+                "best_spread": self.best_spread,
                 "stalled": self.stalled}

@@ -244,8 +244,15 @@ class Search:
                 batch = list(pool.map([j for j, _ in jobs]))
                 for job, res in batch:
                     res = self._verify(pool, job, res, pop)
+                    incumbent = pop.best
                     self._record(job.candidate_id, job.trace_json, res,
-                                 hashes[job.candidate_id], done, summ, pop)
+                                 hashes[job.candidate_id], done, summ, pop, quiet=True)
+                    if cfg.duel > 0 and res.ok and incumbent is not None and \
+                            res.time_ms < incumbent.result.time_ms:
+                        self._duel(pool, pop, next(s for s in pop.all_ok
+                                                   if s.candidate_id == job.candidate_id),
+                                   incumbent, summ)
+                    self._progress(job.candidate_id, res, summ, pop)
                     for cand, tj in twins.get(hashes[job.candidate_id], ()):
                         self._reuse(cand, tj, res, hashes[job.candidate_id], done, summ)
             if pop.best is not None and cfg.confirm > 1 and self.spent > self.prior:
@@ -275,13 +282,8 @@ class Search:
 
     def _confirm(self, pool, pop: Population, summ: Summary) -> None:
         """Time the cfg.confirm fastest candidates of distinct code again, cfg.confirm_rounds
-        rounds, one job at a time (never two timings at once), the order rotating from
-        round to round; each one's new result (the median over rounds, times_ms the round
-        medians, diagnostics["confirmed"]) replaces its single timing in the population and
-        the archive, so the best is crowned on re-timed figures. A shared machine's timings
-        of one kernel vary by a fifth and more: one lucky timing must not win."""
-        from statistics import median
-
+        rounds (`_retime`), so the best is crowned on re-timed figures. A shared machine's
+        timings of one kernel vary by a fifth and more: one lucky timing must not win."""
         picked, seen, run_hash = [], set(), {}
         for s in sorted(pop.all_ok, key=lambda s: s.result.time_ms):
             rh, _ = self.render_hash(Trace.from_json(s.trace_json))
@@ -293,9 +295,30 @@ class Search:
                 break
         if len(picked) < 2:
             return
+        for entry in self._retime(pool, pop, picked, self.cfg.confirm_rounds, "confirmed",
+                                  run_hash):
+            summ.confirmed.append(entry)
+        # Other candidates of the same code keep their single timings: they leave the
+        # population, which the re-timed result stands for.
+        done_ids = {c["candidate"] for c in summ.confirmed}
+        for s in list(pop.all_ok):
+            if s.candidate_id not in done_ids and \
+                    self.render_hash(Trace.from_json(s.trace_json))[0] in seen:
+                pop.drop(s.candidate_id)
+        self.on_event("confirmed", {"confirmed": summ.confirmed})
+
+    def _retime(self, pool, pop: Population, picked: list[Scored], rounds: int, label: str,
+                run_hash: dict | None = None) -> list[dict]:
+        """Time `picked` again, `rounds` rounds, one job at a time (never two timings at
+        once), the order rotating from round to round; each one's new result (the median
+        over rounds, times_ms the round medians, diagnostics[label] with the first time and
+        the spread) replaces its earlier timing in the population and the archive. Returns
+        one entry per candidate re-timed: candidate, first_ms, median_ms, spread, rounds."""
+        from statistics import median
+
         times: dict[int, list[float]] = {s.candidate_id: [] for s in picked}
         last: dict[int, Result] = {}
-        for r in range(self.cfg.confirm_rounds):
+        for r in range(rounds):
             k = r % len(picked)
             order = picked[k:] + picked[:k]
             for s in (order if r % 2 == 0 else order[::-1]):
@@ -305,32 +328,44 @@ class Search:
                     if res.ok and res.time_ms:
                         times[s.candidate_id].append(res.time_ms)
                         last[s.candidate_id] = res
+        out = []
         for s in picked:
             ts = times[s.candidate_id]
             if not ts:
                 continue
             med = median(ts)
             spread = (max(ts) - min(ts)) / med
-            rh = run_hash[s.candidate_id]
+            rh = (run_hash or {}).get(s.candidate_id) or \
+                self.render_hash(Trace.from_json(s.trace_json))[0]
             res = replace(last[s.candidate_id], time_ms=med, times_ms=tuple(ts),
                           source_hash=rh, diagnostics={
-                **last[s.candidate_id].diagnostics, "confirmed": {
+                **last[s.candidate_id].diagnostics, label: {
                     "rounds": len(ts), "spread": round(spread, 4),
                     "first_ms": s.result.time_ms}})
             self._measure(Measured(s.candidate_id, s.trace_json, res, rh, s))
             pop.drop(s.candidate_id)
             pop.add(Scored(s.trace_json, res, s.candidate_id, s.parent_id, s.proposer))
-            summ.confirmed.append({"candidate": s.candidate_id, "first_ms": s.result.time_ms,
-                                   "median_ms": med, "spread": round(spread, 4),
-                                   "rounds": len(ts)})
-        # Other candidates of the same code keep their single timings: they leave the
-        # population, which the re-timed result stands for.
-        done_ids = {c["candidate"] for c in summ.confirmed}
-        for s in list(pop.all_ok):
-            if s.candidate_id not in done_ids and \
-                    self.render_hash(Trace.from_json(s.trace_json))[0] in seen:
-                pop.drop(s.candidate_id)
-        self.on_event("confirmed", {"confirmed": summ.confirmed})
+            out.append({"candidate": s.candidate_id, "first_ms": s.result.time_ms,
+                        "median_ms": med, "spread": round(spread, 4), "rounds": len(ts)})
+        return out
+
+    def _duel(self, pool, pop: Population, cand: Scored, best: Scored,
+              summ: Summary) -> None:
+        """A result faster than the best on its single timing is timed again beside the
+        best (cfg.duel rounds, interleaved, `_retime`), and both keep their duel medians:
+        it leads only if it is faster there. One lucky timing would otherwise crown a
+        kernel no faster than the last, and the search would go on from it."""
+        if best.candidate_id == cand.candidate_id or \
+                cand.result.time_ms >= best.result.time_ms:
+            return
+        out = self._retime(pool, pop, [cand, best], self.cfg.duel, "duel")
+        if len(out) == 2:
+            won = out[0]["median_ms"] < out[1]["median_ms"]
+            summ.duels.append({"candidate": cand.candidate_id, "incumbent": best.candidate_id,
+                               "won": won, "candidate_ms": out[0]["median_ms"],
+                               "incumbent_ms": out[1]["median_ms"],
+                               "spreads": [out[0]["spread"], out[1]["spread"]]})
+            self.on_event("duel", summ.duels[-1])
 
     def _pair(self, pool, best: Scored, summ: Summary, arch=None) -> None:
         """Time the best schedule and torch eager in one job, so that the speedup compares
@@ -442,11 +477,12 @@ class Search:
             cb(m)
 
     def _record(self, cand, trace_json, res: Result, rh, done, summ, pop,
-                was: Scored | None = None, add: bool = True):
+                was: Scored | None = None, add: bool = True, quiet: bool = False):
         """Record a result (through the measure callbacks) and count it. `was`: the stale
         result this one measures again (counted as re-measured, not evaluated). `add`
         False: kept out of the population (another candidate's result for identical code,
-        which is there already)."""
+        which is there already). `quiet`: the caller reports the progress (`_progress`),
+        after a duel may have changed who leads."""
         if was is not None:
             res = replace(res, diagnostics={**res.diagnostics, "remeasured_from": {
                 "time_ms": was.result.time_ms, "run_hash": was.result.source_hash}})
@@ -477,6 +513,12 @@ class Search:
                                          "was_ms": was.result.time_ms,
                                          "remeasured": summ.remeasured})
             return
+        if not quiet:
+            self._progress(cand, res, summ, pop)
+
+    def _progress(self, cand, res: Result, summ: Summary, pop: Population) -> None:
+        """One point of the best-so-far curve, and the "result" event."""
+        b = pop.best
         # (budget spent in this run, best): with dedup off, reused candidates spent it too
         summ.best_so_far.append((self.spent - self.prior, b.result.time_ms if b else None))
         self.on_event("result", {"candidate": cand, "result": res, "best": b,

@@ -27,11 +27,12 @@ WAIT_S = 600  # a bound against a hang, not a measure: the waits end on events
 
 
 def evolve_cmd(db: Path, *args: str) -> list[str]:
-    # (--confirm 0: re-timing the leaders adds deliberate second results, and these tests
-    # hold the archive to one result per candidate: nothing evaluated twice after a kill)
+    # (--confirm 0 --duel 0: re-timing the leaders adds deliberate second results, and these
+    # tests hold the archive to one result per candidate: nothing evaluated twice after a
+    # kill)
     return [sys.executable, "-m", "kevolve.cli", "evolve", "softmax", "--backend", "cpu",
             "--shape", "small", "--threads", "1", "--db", str(db), "--json", "--confirm", "0",
-            *args]
+            "--duel", "0", *args]
 
 
 def read(db: Path, sql: str, args=()) -> list[tuple]:
@@ -156,7 +157,8 @@ def test_two_evolve_processes_on_one_archive(tmp_path):
     procs = {t: subprocess.Popen(
         [sys.executable, "-m", "kevolve.cli", "evolve", "softmax", "--backend", "cpu",
          "--shape", "small", "--threads", t, "--db", str(db), "--json", "--budget", str(b),
-         "--seed", t, "--confirm", "0"], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
+         "--seed", t, "--confirm", "0", "--duel", "0"], cwd=tmp_path, env=ENV,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True) for t, b in budgets.items()}
     outs = {}
     try:

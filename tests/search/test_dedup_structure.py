@@ -207,3 +207,99 @@ def test_heuristic_draws_kinds_by_measured_feedback():
     if kw != kl:
         assert h.weight(kw) > h.weight(kl)
     assert h.weight(untried) == 0.5 and h.weight(kw) >= 0.05
+
+
+class _ScriptedPool:
+    """An executor whose timings are given per candidate: the duel's outcome is known."""
+
+    def __init__(self, ms: dict):
+        self.ms, self.jobs = ms, []
+
+    def map(self, jobs):
+        for j in jobs:
+            self.jobs.append(j.candidate_id)
+            yield j, Result("ok", time_ms=self.ms[j.candidate_id])
+
+
+def test_a_lucky_timing_leads_only_if_it_wins_the_duel(tmp_path):
+    import random
+
+    from kevolve.search.config import Summary
+    from kevolve.search.loop import Search
+    from kevolve.search.population import Population
+
+    search = Search(_cfg(tmp_path, "duel", duel=3))
+    search._measured = []  # no archive writer: the duel itself is under test
+    inc = Scored(json.dumps(TRACES[0]), Result("ok", time_ms=1.0), candidate_id=1)
+    lucky = Scored(json.dumps(TRACES[2]), Result("ok", time_ms=0.8), candidate_id=2)
+    for again, leader in (({1: 1.0, 2: 1.1}, 1), ({1: 1.0, 2: 0.9}, 2)):
+        pop = Population(random.Random(0))
+        pop.add(inc)
+        pop.add(lucky)
+        assert pop.best.candidate_id == 2  # on its single timing
+        summ, pool = Summary("softmax", "cpu", "h"), _ScriptedPool(again)
+        search._duel(pool, pop, lucky, inc, summ)
+        assert sorted(pool.jobs) == [1, 1, 1, 2, 2, 2]  # three interleaved rounds each
+        assert pool.jobs[:2] in ([1, 2], [2, 1]) and pool.jobs[2:4] in ([1, 2], [2, 1])
+        (d,) = summ.duels
+        assert d["won"] == (leader == 2) and d["candidate_ms"] == again[2]
+        assert pop.best.candidate_id == leader
+        assert pop.best.result.time_ms == again[leader]  # both keep their duel medians
+        assert pop.best.result.diagnostics["duel"]["rounds"] == 3
+    # a candidate slower than the best on its single timing is not dueled
+    summ, pool = Summary("softmax", "cpu", "h"), _ScriptedPool({1: 1.0, 2: 1.0})
+    search._duel(pool, pop, replace_time(inc, 2.0), pop.best, summ)
+    assert not pool.jobs and not summ.duels
+
+
+def replace_time(s: Scored, ms: float) -> Scored:
+    from dataclasses import replace
+    return replace(s, result=replace(s.result, time_ms=ms))
+
+
+def test_searches_with_duels_record_them_in_the_archive(tmp_path):
+    s = evolve(_cfg(tmp_path, "duels", duel=2, workers=1, budget=5))
+    from kevolve.archive import Archive
+    with Archive(tmp_path / "duels.db") as a:
+        for d in s.duels:
+            for cand in (d["candidate"], d["incumbent"]):
+                assert a.results(cand)[-1]["result"].diagnostics["duel"]["rounds"] == 2
+    # one best-so-far point per evaluation, duels or not
+    bests = [b for _, b in s.best_so_far if b is not None]
+    assert s.best is not None and len(bests) == s.evaluated
+    for d in s.duels:
+        assert d["won"] == (d["candidate_ms"] < d["incumbent_ms"])
+
+
+def test_search_bench_reads_its_curves_from_re_timed_schedules():
+    a, b, c = "A", "B", "C"  # three schedules; single timings said C < B < A
+    runs = [dict(op="softmax", proposer="heuristic", seed=s, budget=3, best_ms=bm,
+                 default_ms=2.0, curve=cv, traces=tr, path=pa, final=len(tr) - 1, reused=0,
+                 evaluated=3, refused={}, stalled=False, duplicate_share_of_budget=0.0,
+                 duplicate_share_of_proposals=0.0)
+            for s, (bm, cv, tr, pa) in enumerate([
+                (1.0, [(1, 2.0), (2, 1.5), (3, 1.0)], [a, b, c], [0, 1, 2]),
+                (1.5, [(1, 2.1), (2, 2.1), (3, 1.5)], [a, b], [0, 0, 1])])]
+    single = sq.summarize([dict(r) for r in runs])[0]
+    assert single["candidates_to_5pct"] == [3, 4] and not single["retimed"]
+    # side by side, B is the fastest and C no faster than A
+    sq.apply_retimed(runs, {a: [2.0, 2.0, 2.2], b: [1.2, 1.1, 1.2], c: [2.0, 2.1, 1.9]}, a)
+    assert runs[0]["retimed_curve"] == [[1, 2.0], [2, 1.2], [3, 2.0]]
+    assert runs[0]["retimed_best_ms"] == 2.0 and runs[1]["retimed_best_ms"] == 1.2
+    (row,) = sq.summarize(runs)
+    assert row["retimed"] and row["best_known_ms"] == 1.2
+    assert row["candidates_to_5pct"] == [2, 3]  # from the re-timed curves
+    assert row["candidates_to_5pct_single"] == [3, 4] and row["default_ms"] == 2.0
+    res = {"backend": "cpu", "hardware": "h", "command": "c", "seeds": 2, "budget": 3,
+           "dedup": True, "threads": 1, "summary": [row], "runs": runs, "first_seed": 0,
+           "retime_rounds": 3}
+    md = sq.markdown(res)
+    assert "over 3 interleaved rounds" in md and "| 3.5 (3 4) |" in md
+
+
+def test_search_bench_re_times_schedules_side_by_side():
+    split = json.dumps(TRACES[0])
+    times = sq.retime("softmax", "cpu", None, [DEFAULT.to_json(), split], 1, 3, 2,
+                      preset="small")
+    assert [len(v) for v in times.values()] == [2, 2]
+    assert all(t > 0 for v in times.values() for t in v)
