@@ -78,6 +78,11 @@ def run_one(op: str, proposer: str, seed: int, budget: int, backend: str, db: st
     t0 = time.time()
     s = evolve(cfg, on_event)
     spent = s.evaluated + (0 if dedup else s.reused)
+    final = None  # the final pick (after the closing re-timing, maybe never best before)
+    if s.best is not None:
+        if s.best.trace_json not in traces:
+            traces.append(s.best.trace_json)
+        final = traces.index(s.best.trace_json)
     from ..archive import Archive
     with Archive(db) as a:  # tokens spent (LLM proposers): the equal-budget protocol's other half
         usage = a.usage_totals().values()
@@ -92,9 +97,8 @@ def run_one(op: str, proposer: str, seed: int, budget: int, backend: str, db: st
             "refused": dict(s.refused), "stalled": s.stalled, "duels": s.duels,
             "best_ms": s.best.result.time_ms if s.best else None,
             "default_ms": s.default_ms, "curve": s.best_so_far, "tokens": tokens,
-            "traces": traces, "path": path,
-            "final": traces.index(s.best.trace_json) if s.best and s.best.trace_json in traces
-            else None, "seconds": round(time.time() - t0, 1)}
+            "traces": traces, "path": path, "final": final,
+            "seconds": round(time.time() - t0, 1)}
 
 
 def retime(op: str, backend: str, shape: dict | None, traces: list[str],
