@@ -42,7 +42,7 @@ from .check import (
 from .hermetic import ThreadMark, device_health
 from .job import EvalJob, Result
 from .oracle import reference
-from .timing import median, time_cpu, time_gpu
+from .timing import MIN_TIMED_MS, chunk_medians, median, time_cpu, time_gpu
 
 # -- one candidate, stage by stage ------------------------------------------------------
 
@@ -262,7 +262,7 @@ class Evaluator:
                     times = [time_gpu(lambda: k(ins, outs, case.params))]
                 else:
                     times = time_cpu(lambda: k(ins, outs, case.params), repeat=job.repeat,
-                                     prepare=lambda: poison(outs))
+                                     prepare=lambda: poison(outs), min_ms=MIN_TIMED_MS)
             except Exception as e:
                 raise launch_failure(e, "timing") from None
             stray = mark.since() if mark is not None else None
@@ -296,6 +296,9 @@ class Evaluator:
             diag.update(timing="estimate", estimate_ms=est, wall_ms=t)
             t, times = est, [est]
         diag["achieved_bytes_per_s"] = fl.bytes / (t * 1e-3) if t > 0 else None
+        if len(times) > job.repeat:  # a short kernel's many calls: medians of job.repeat groups
+            diag["timed_calls"] = len(times)
+            times = chunk_medians(times, job.repeat)
         return Result("ok", time_ms=t, times_ms=tuple(times), baseline_ms=base,
                       max_error=diag.get("max_error"), diagnostics=diag, source_hash=src.hash)
 

@@ -39,7 +39,7 @@ class EvalJob:
 class Result:
     verdict: str  # "ok" or a member of FAILURES
     time_ms: float | None = None  # median
-    times_ms: tuple[float, ...] = ()
+    times_ms: tuple[float, ...] = ()  # per call; medians of `repeat` groups when more ran
     baseline_ms: float | None = None  # torch eager, same process
     max_error: float | None = None
     message: str = ""  # the failure, trimmed (compiler error, mismatch location, ...)

@@ -7,22 +7,32 @@ from __future__ import annotations
 import statistics
 import time
 
+MIN_TIMED_MS = 25.0  # a CPU timing's calls add up to at least this (MAX_CALLS permitting)
+MAX_CALLS = 2000
 
-def time_cpu(fn, warmup: int = 3, repeat: int = 15, prepare=None) -> list[float]:
-    """Milliseconds of each repeat after warm-up. `prepare()`, when given, runs untimed
-    before every call (the evaluator poisons the outputs there, so no call can skip its
-    work and leave the previous call's result standing)."""
+
+def time_cpu(fn, warmup: int = 3, repeat: int = 15, prepare=None,
+             min_ms: float = 0.0) -> list[float]:
+    """Milliseconds of each repeat after warm-up: `repeat` calls, and more until the timed
+    calls add up to `min_ms` (at most MAX_CALLS). A 0.1 ms kernel's 15 calls span 1.5 ms,
+    where one interrupt on a shared core moves the median; its medians of 15 moved by a
+    fifth from one timing to the next on a 2-core machine. `prepare()`, when given, runs
+    untimed before every call (the evaluator poisons the outputs there, so no call can skip
+    its work and leave the previous call's result standing)."""
     for _ in range(warmup):
         if prepare is not None:
             prepare()
         fn()
-    out = []
-    for _ in range(repeat):
+    out: list[float] = []
+    total = 0.0
+    while len(out) < repeat or (total < min_ms and len(out) < MAX_CALLS):
         if prepare is not None:
             prepare()
         t0 = time.perf_counter()
         fn()
-        out.append((time.perf_counter() - t0) * 1e3)
+        ms = (time.perf_counter() - t0) * 1e3
+        out.append(ms)
+        total += ms
     return out
 
 
@@ -37,11 +47,19 @@ def median(xs: list[float]) -> float:
     return float(statistics.median(xs))
 
 
+def chunk_medians(xs: list[float], n: int) -> list[float]:
+    """The medians of `n` consecutive, near-equal groups of `xs`, in order (what a result
+    keeps of a timing's many calls: the drift over the timing, not every call)."""
+    n = max(1, min(n, len(xs)))
+    bounds = [round(i * len(xs) / n) for i in range(n + 1)]
+    return [median(xs[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
 def timer(gpu: bool, repeat: int = 15):
     """fn -> median milliseconds: `time_gpu` on a device, else the median of `time_cpu`."""
     if gpu:
         return lambda fn: time_gpu(fn)
-    return lambda fn: median(time_cpu(fn, repeat=repeat))
+    return lambda fn: median(time_cpu(fn, repeat=repeat, min_ms=MIN_TIMED_MS))
 
 
 def orders(n: int, rounds: int) -> list[list[int]]:
