@@ -103,31 +103,22 @@ def run_one(op: str, proposer: str, seed: int, budget: int, backend: str, db: st
 
 def retime(op: str, backend: str, shape: dict | None, traces: list[str],
            threads: int | None, repeat: int, rounds: int,
-           preset: str = "cpu") -> dict[str, list[float]]:
-    """Each trace's times over `rounds` interleaved rounds (timing.orders), one job at a
-    time through the search's evaluator at the search shape; a trace that fails gets
-    none."""
-    from dataclasses import replace
-
-    from ..evaluate.timing import orders
+           preset: str = "cpu") -> tuple[dict[str, list[float]], str]:
+    """Each trace's times over `rounds` interleaved rounds through the search's evaluator
+    at the search shape (`Search.time_rounds`), the op's default schedule first among them
+    (a trace that fails gets none); and the default's trace JSON."""
     from ..search import SearchConfig
     from ..search.loop import Search
 
     search = Search(SearchConfig(op, backend, shape=preset, shape_overrides=dict(shape or {}),
                                  threads=threads, repeat=repeat))
-    times: dict[str, list[float]] = {t: [] for t in traces}
+    traces = list(dict.fromkeys([search.default_json, *traces]))
     pool = search.executor()
     try:
-        for order in orders(len(traces), rounds):
-            for i in order:
-                job = replace(search.job(traces[i], None, baseline=False, verify=True),
-                              check_bench_shape=False)
-                for _, res in pool.map([job]):
-                    if res.ok and res.time_ms:
-                        times[traces[i]].append(res.time_ms)
+        timed = search.time_rounds(pool, [(t, None) for t in traces], rounds)
     finally:
         pool.close()
-    return times
+    return {t: ts for t, (ts, _) in zip(traces, timed, strict=True)}, search.default_json
 
 
 def apply_retimed(runs: list[dict], times: dict[str, list[float]], default: str) -> None:
@@ -145,19 +136,17 @@ def apply_retimed(runs: list[dict], times: dict[str, list[float]], default: str)
 def summarize(runs: list[dict]) -> list[dict]:
     """Per (op, proposer): median candidates to within 5% of the op's best known, median
     best, duplicate shares and refusals summed over seeds."""
-    def known_of(curve_key):
-        known = {}
+    def lowest(times_of) -> dict:  # op -> the lowest of times_of(run) over its runs
+        known: dict = {}
         for r in runs:
-            for _, ms in r.get(curve_key) or ():
+            for ms in times_of(r):
                 if ms is not None:
                     known[r["op"]] = min(known.get(r["op"], ms), ms)
         return known
-    single_known = {}
-    for r in runs:
-        if r["best_ms"] is not None:
-            single_known[r["op"]] = min(single_known.get(r["op"], r["best_ms"]), r["best_ms"])
+    single_known = lowest(lambda r: [r["best_ms"]])
     retimed = all(r.get("retimed_curve") is not None for r in runs) and bool(runs)
-    best_known = known_of("retimed_curve") if retimed else single_known
+    best_known = lowest(lambda r: [ms for _, ms in r["retimed_curve"]]) if retimed \
+        else single_known
     groups: dict[tuple, list[dict]] = {}
     for r in runs:
         groups.setdefault((r["op"], r["proposer"]), []).append(r)
@@ -295,16 +284,9 @@ def run(ops: tuple[str, ...], proposers: tuple[str, ...], seeds: int, budget: in
                     if on_run:
                         on_run(r)
             if retime_rounds:
-                from ..ops import resolve
-                from ..schedule import default_trace
-
-                d = resolve(op)
-                sd = {**d.shape("cpu"), **SEARCH_SHAPES.get(op, {})}
-                default = default_trace(d.op_for(sd), d.dims(sd)).to_json()
-                traces = list(dict.fromkeys(
-                    [default] + [t for r in runs[mine:] for t in r["traces"]]))
-                times = retime(op, backend, SEARCH_SHAPES.get(op), traces, threads, repeat,
-                               retime_rounds)
+                times, default = retime(op, backend, SEARCH_SHAPES.get(op),
+                                        [t for r in runs[mine:] for t in r["traces"]],
+                                        threads, repeat, retime_rounds)
                 apply_retimed(runs[mine:], times, default)
     res = {"command": command, "backend": backend,
            "hardware": hardware.hardware_name(False, threads), "threads": threads,

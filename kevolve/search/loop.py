@@ -247,10 +247,8 @@ class Search:
                     incumbent = pop.best
                     self._record(job.candidate_id, job.trace_json, res,
                                  hashes[job.candidate_id], done, summ, pop, quiet=True)
-                    if cfg.duel > 0 and res.ok and incumbent is not None and \
-                            res.time_ms < incumbent.result.time_ms:
-                        self._duel(pool, pop, next(s for s in pop.all_ok
-                                                   if s.candidate_id == job.candidate_id),
+                    if cfg.duel > 0 and res.ok and incumbent is not None:
+                        self._duel(pool, pop, Scored(job.trace_json, res, job.candidate_id),
                                    incumbent, summ)
                     self._progress(job.candidate_id, res, summ, pop)
                     for cand, tj in twins.get(hashes[job.candidate_id], ()):
@@ -307,39 +305,47 @@ class Search:
                 pop.drop(s.candidate_id)
         self.on_event("confirmed", {"confirmed": summ.confirmed})
 
-    def _retime(self, pool, pop: Population, picked: list[Scored], rounds: int, label: str,
-                run_hash: dict | None = None) -> list[dict]:
-        """Time `picked` again, `rounds` rounds, one job at a time (never two timings at
-        once), the order rotating from round to round; each one's new result (the median
-        over rounds, times_ms the round medians, diagnostics[label] with the first time and
-        the spread) replaces its earlier timing in the population and the archive. Returns
-        one entry per candidate re-timed: candidate, first_ms, median_ms, spread, rounds."""
-        from statistics import median
+    def time_rounds(self, pool, traces: list[tuple[str, int | None]],
+                    rounds: int) -> list[tuple[list[float], Result | None]]:
+        """Each (trace JSON, candidate id) timed once a round at the bench shape, `rounds`
+        rounds in the orders of timing.orders, one job at a time (never two timings at
+        once): per trace, its times and its last passing result (none where it failed)."""
+        from ..evaluate.timing import orders
 
-        times: dict[int, list[float]] = {s.candidate_id: [] for s in picked}
-        last: dict[int, Result] = {}
-        for r in range(rounds):
-            k = r % len(picked)
-            order = picked[k:] + picked[:k]
-            for s in (order if r % 2 == 0 else order[::-1]):
-                job = replace(self.job(s.trace_json, s.candidate_id, baseline=False,
-                                       verify=True), check_bench_shape=False)
+        times: list[list[float]] = [[] for _ in traces]
+        last: list[Result | None] = [None] * len(traces)
+        for order in orders(len(traces), rounds):
+            for i in order:
+                tj, cand = traces[i]
+                job = replace(self.job(tj, cand, baseline=False, verify=True),
+                              check_bench_shape=False)
                 for _, res in pool.map([job]):
                     if res.ok and res.time_ms:
-                        times[s.candidate_id].append(res.time_ms)
-                        last[s.candidate_id] = res
+                        times[i].append(res.time_ms)
+                        last[i] = res
+        return list(zip(times, last, strict=True))
+
+    def _retime(self, pool, pop: Population, picked: list[Scored], rounds: int, label: str,
+                run_hash: dict | None = None) -> list[dict]:
+        """Time `picked` again (`time_rounds`); each one's new result (the median over
+        rounds, times_ms the round medians, diagnostics[label] with the first time and the
+        spread) replaces its earlier timing in the population and the archive. Returns one
+        entry per candidate re-timed: candidate, first_ms, median_ms, spread, rounds."""
+        from statistics import median
+
+        timed = self.time_rounds(pool, [(s.trace_json, s.candidate_id) for s in picked],
+                                 rounds)
         out = []
-        for s in picked:
-            ts = times[s.candidate_id]
+        for s, (ts, last) in zip(picked, timed, strict=True):
             if not ts:
                 continue
             med = median(ts)
             spread = (max(ts) - min(ts)) / med
             rh = (run_hash or {}).get(s.candidate_id) or \
                 self.render_hash(Trace.from_json(s.trace_json))[0]
-            res = replace(last[s.candidate_id], time_ms=med, times_ms=tuple(ts),
+            res = replace(last, time_ms=med, times_ms=tuple(ts),
                           source_hash=rh, diagnostics={
-                **last[s.candidate_id].diagnostics, label: {
+                **last.diagnostics, label: {
                     "rounds": len(ts), "spread": round(spread, 4),
                     "first_ms": s.result.time_ms}})
             self._measure(Measured(s.candidate_id, s.trace_json, res, rh, s))

@@ -299,7 +299,8 @@ def test_search_bench_reads_its_curves_from_re_timed_schedules():
 
 def test_search_bench_re_times_schedules_side_by_side():
     split = json.dumps(TRACES[0])
-    times = sq.retime("softmax", "cpu", None, [DEFAULT.to_json(), split], 1, 3, 2,
-                      preset="small")
+    times, default = sq.retime("softmax", "cpu", None, [DEFAULT.to_json(), split], 1, 3, 2,
+                               preset="small")
+    assert default == DEFAULT.to_json()
     assert [len(v) for v in times.values()] == [2, 2]
     assert all(t > 0 for v in times.values() for t in v)
