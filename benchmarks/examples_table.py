@@ -9,7 +9,9 @@ writes OUT.json (one record per op, rewritten after each op, so a cut run keeps 
 finished and `--resume` continues it) and OUT.md (the table). Times are the search's best
 kernel timed again beside the torch baselines in the same process (evolve's `paired_ms`),
 so a speedup compares figures measured together. Each step is a separate `kevolve` process:
-nothing here takes a path through kevolve that a user would not.
+nothing here takes a path through kevolve that a user would not. `--jobs N` runs N ops at
+once: their builds and checks overlap, while kevolve's machine-wide timing lock lets only one
+process time at a time.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import platform
 import shlex
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 
@@ -166,6 +170,10 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per command")
     p.add_argument("--resume", action="store_true", help="keep the ops OUT.json has (and "
                    "its command line); run the others")
+    p.add_argument("--jobs", "-j", type=int, default=1, help="ops run at once (their "
+                   "timings still take turns: kevolve's machine-wide timing lock)")
+    p.add_argument("--stop-after", type=float, default=None, help="start no op after "
+                   "this many seconds (those left are for --resume)")
     p.add_argument("--no-run", action="store_true", help="skip `kevolve run` (the default "
                    "schedule's check and time): evolve and export only")
     p.add_argument("--combine", action="store_true", help="write OUT from the tables FILES "
@@ -198,24 +206,41 @@ def main(argv=None) -> int:
         doc["resumed"] = old.get("resumed", []) + ["python " + " ".join(
             map(shlex.quote, [sys.argv[0], *(argv or sys.argv[1:])]))]
     done = {r["ref"] for r in doc["ops"]}
-    for ref in refs:
-        rel = os.path.relpath(ref.rpartition(":")[0]) + ":" + ref.rpartition(":")[2]
-        if rel in done:
-            continue
-        rec = one(ref, a, export_dir)
-        doc["ops"].append(rec)
-        doc["hardware"] = doc["hardware"] or rec.get("hardware")
-        print(f"{rec.get('op')}: run {rec['run_verdict']}, evolve {rec['evolve_verdict']}, "
-              f"vs compile {rec.get('speedup_compile')}, export {rec['export']} "
-              f"({rec['seconds']} s)", file=sys.stderr, flush=True)
-        js.write_text(json.dumps(doc, indent=1) + "\n")
-        out.with_suffix(".md").write_text(markdown(doc))
+    todo = [ref for ref in refs
+            if os.path.relpath(ref.rpartition(":")[0]) + ":" + ref.rpartition(":")[2]
+            not in done]
+    written = threading.Lock()
+
+    def finished(rec: dict) -> None:
+        with written:
+            doc["ops"].append(rec)
+            doc["hardware"] = doc["hardware"] or rec.get("hardware")
+            print(f"{rec.get('op')}: run {rec['run_verdict']}, evolve "
+                  f"{rec['evolve_verdict']}, vs compile {rec.get('speedup_compile')}, export "
+                  f"{rec['export']} ({rec['seconds']} s)", file=sys.stderr, flush=True)
+            js.write_text(json.dumps(doc, indent=1) + "\n")
+            out.with_suffix(".md").write_text(markdown(doc))
+    # Several ops at once: their compiles and checks overlap, their timings do not (every
+    # kevolve process takes the machine's timing lock to time)
+    start = time.monotonic()
+
+    def job(ref: str) -> dict | None:
+        if a.stop_after is not None and time.monotonic() - start > a.stop_after:
+            return None  # left for --resume
+        return one(ref, a, export_dir)
+    with ThreadPoolExecutor(max(1, a.jobs)) as pool:
+        for fut in as_completed([pool.submit(job, ref) for ref in todo]):
+            if fut.result() is not None:
+                finished(fut.result())
     order = {os.path.relpath(r.rpartition(":")[0]) + ":" + r.rpartition(":")[2]: n
              for n, r in enumerate(refs)}
     doc["ops"].sort(key=lambda r: order.get(r["ref"], len(order)))  # resumed: file order
     js.write_text(json.dumps(doc, indent=1) + "\n")
     out.with_suffix(".md").write_text(markdown(doc))
-    return 0 if all(r["evolve_verdict"] == "ok" for r in doc["ops"]) else 1
+    left = len(refs) - len(doc["ops"])
+    if left:
+        print(f"{left} ops not run (--stop-after): --resume runs them", file=sys.stderr)
+    return 0 if not left and all(r["evolve_verdict"] == "ok" for r in doc["ops"]) else 1
 
 
 if __name__ == "__main__":

@@ -100,6 +100,7 @@ def measure(op, opdef, case, kernel, be, gpu: bool, threads: int, repeat: int, d
     from ..evaluate import baseline, timing
     from ..evaluate import check as ev
     from ..evaluate.oracle import reference
+    from ..evaluate.timing_lock import NodeTimingLock
     from ..ir.interp import bind_dims
 
     torch.set_num_threads(threads)
@@ -120,11 +121,17 @@ def measure(op, opdef, case, kernel, be, gpu: bool, threads: int, repeat: int, d
     tins = {b.name: ins[b.name] if lib == "torch" else torch.from_numpy(ins[b.name])
             for b in op.inputs}
     timer = timing.timer(gpu, repeat)
-    t_k = timer(lambda: kernel(ins, outs, case.params))
-    base = baseline.torch_times(opdef, tins, case.params, gpu, repeat)
-    t_d = None
-    if not base:
-        t_d = t_k if default is None else timer(lambda: default(ins, outs, case.params))
+    torch_ref = baseline.prepare(opdef, tins, case.params)  # compiles before the lock
+    lock = NodeTimingLock()  # no other kevolve process times while this one does
+    lock.acquire()
+    try:
+        t_k = timer(lambda: kernel(ins, outs, case.params))
+        base = baseline.time_reference(torch_ref, gpu, repeat)
+        t_d = None
+        if not base:
+            t_d = t_k if default is None else timer(lambda: default(ins, outs, case.params))
+    finally:
+        lock.release()
     res.update(baseline_ms=base.get("eager_ms"), compile_ms=base.get("compile_ms"),
                compile_error=base.get("compile_error"), default_ms=t_d,
                baseline=baseline.describe(base, t_d))

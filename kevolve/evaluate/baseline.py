@@ -8,6 +8,8 @@ KEVOLVE_TORCH_COMPILE=0 leaves it out (the test suite does, except where it test
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from .timing import timer
 
@@ -18,29 +20,58 @@ def compile_enabled() -> bool:
     return os.environ.get("KEVOLVE_TORCH_COMPILE", "1") not in ("0", "", "false", "no")
 
 
-def torch_times(opdef, tensors: dict, params: dict, gpu: bool, repeat: int = 15,
-                compile_too: bool | None = None) -> dict:
-    """{"eager_ms", "compile_ms", "compile_error"} for the op's reference on these tensors
-    (the kernel's own inputs); {} when the op has no reference. A reference that
-    torch.compile cannot compile reports why in compile_error (its time is None)."""
+@dataclass(frozen=True)
+class Reference:
+    """The op's reference, ready to time: eager, and compiled (None with `compile_error`)."""
+
+    eager: Callable
+    compiled: Callable | None
+    compile_error: str | None
+
+
+def prepare(opdef, tensors: dict, params: dict, compile_too: bool | None = None
+            ) -> Reference | None:
+    """The reference's callables on these tensors, compiled and called once here (seconds
+    under Inductor), so that a timing lock is held only while they are timed; None for an
+    op without a reference. A reference torch.compile cannot compile says why."""
     if opdef.torch_eager is None:
+        return None
+    import torch
+
+    fn = opdef.torch_eager
+
+    def eager():
+        return fn(tensors, params)
+
+    if not (compile_enabled() if compile_too is None else compile_too):
+        return Reference(eager, None, "not timed (KEVOLVE_TORCH_COMPILE=0)")
+    try:
+        with torch.no_grad():
+            compiled = torch.compile(lambda ts: fn(ts, params))
+            compiled(tensors)  # compiles here, not inside the timed calls
+    except Exception as e:  # a reference Inductor cannot compile: eager still stands
+        err = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}" if str(e) \
+            else type(e).__name__
+        return Reference(eager, None, err)
+    return Reference(eager, lambda: compiled(tensors), None)
+
+
+def time_reference(ref: Reference | None, gpu: bool, repeat: int = 15) -> dict:
+    """{"eager_ms", "compile_ms", "compile_error"}; {} for no reference. A compiled
+    reference that fails when timed (a recompile) reports why, its time None."""
+    if ref is None:
         return {}
     import torch
 
-    fn, t = opdef.torch_eager, timer(gpu, repeat)
-    out: dict = {"eager_ms": None, "compile_ms": None, "compile_error": None}
+    t = timer(gpu, repeat)
+    out: dict = {"eager_ms": None, "compile_ms": None, "compile_error": ref.compile_error}
     with torch.no_grad():
-        out["eager_ms"] = t(lambda: fn(tensors, params))
-        if not (compile_enabled() if compile_too is None else compile_too):
-            out["compile_error"] = "not timed (KEVOLVE_TORCH_COMPILE=0)"
-            return out
-        try:
-            compiled = torch.compile(lambda ts: fn(ts, params))
-            compiled(tensors)  # compiles here, not inside the timed calls
-            out["compile_ms"] = t(lambda: compiled(tensors))
-        except Exception as e:  # a reference Inductor cannot compile: eager still stands
-            out["compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}" \
-                if str(e) else type(e).__name__
+        out["eager_ms"] = t(ref.eager)
+        if ref.compiled is not None:
+            try:
+                out["compile_ms"] = t(ref.compiled)
+            except Exception as e:
+                out["compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
     return out
 
 

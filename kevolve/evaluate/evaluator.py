@@ -252,6 +252,8 @@ class Evaluator:
         fl = floor(op, case.inputs, case.params)
         diag.update(floor_bytes=fl.bytes, floor_flops=fl.flops)
         self._enter("timing")
+        # torch.compile's seconds of compiling happen before the lock, not while held
+        torch_ref = self._baseline(opdef, op, ins, case) if job.baseline else None
         lock = self.timing_lock
         if lock is not None:
             lock.acquire()
@@ -270,7 +272,9 @@ class Evaluator:
                 raise CandidateError(stray, "timing", {"retired": True})
             base = None
             if job.baseline:
-                torch_ms = self._baseline(opdef, op, ins, case, gpu, job.repeat)
+                from .baseline import time_reference
+
+                torch_ms = time_reference(torch_ref, gpu, job.repeat)
                 base = torch_ms.get("eager_ms")
                 diag.update({f"baseline.{k}": v for k, v in torch_ms.items()})
         finally:
@@ -341,16 +345,16 @@ class Evaluator:
         return (src, k, case, copy_arrays(pristine, lib), alloc_outputs(op, dims, lib, device),
                 dims, None, pristine)
 
-    def _baseline(self, opdef, op, ins, case, gpu, repeat) -> dict:
-        """The op's torch reference, eager and compiled (baseline.torch_times), on the
-        kernel's own inputs; {} for an op without one."""
+    def _baseline(self, opdef, op, ins, case):
+        """The op's torch reference, eager and compiled (baseline.prepare), on the kernel's
+        own inputs; None for an op without one."""
         import torch
 
-        from .baseline import torch_times
+        from .baseline import prepare
 
         tins = {b.name: ins[b.name] if not isinstance(ins[b.name], np.ndarray)
                 else torch.from_numpy(ins[b.name]) for b in op.inputs}
-        return torch_times(opdef, tins, case.params, gpu, repeat)
+        return prepare(opdef, tins, case.params)
 
 
 # What Triton raises when it compiles at a kernel's first launch (by class name, theirs or

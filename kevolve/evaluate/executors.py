@@ -19,9 +19,10 @@ only acts on memory pressure of the whole node.
 
 One timing at a time per device: with `gpu=True` each task holds one whole GPU
 (`num_gpus=1`), so no two tasks share a GPU. GPU tasks also run in a fresh worker process
-each (`max_calls=1`), so a sticky CUDA error can never poison the next candidate. On CPU
-nodes, tasks on the same node take a file lock (`flock`, released by the OS if the task is
-killed) around their timing runs, so timings never overlap each other; other tasks still
+each (`max_calls=1`), so a sticky CUDA error can never poison the next candidate. Tasks on
+the same node take the machine-wide timing lock (`timing_lock`, an `flock` the OS releases
+if the task is killed) around their timing runs, so timings never overlap each other, nor
+those of other kevolve processes on the node; other tasks still
 compile and check on the same cores while one times. To give every task a whole node
 (nothing else runs beside a timing), pass `timing_exclusive=True`: each task then asks for
 as many CPUs as the smallest node has (on a cluster of unequal CPU nodes, only the smallest
@@ -37,14 +38,13 @@ still consuming an earlier call's results; each call yields only its own jobs.
 
 from __future__ import annotations
 
-import fcntl
 import os
-import tempfile
 import time
 from typing import Protocol
 
 from ..errors import MissingExtra
 from .job import EvalJob, Result
+from .timing_lock import NodeTimingLock
 from .worker import WorkerPool
 
 
@@ -67,28 +67,6 @@ def _ray():
         raise MissingExtra("the ray executor needs Ray: pip install 'kevolve[distributed]'") \
             from e
     return ray
-
-
-class NodeTimingLock:
-    """A per-node (per visible GPU set) timing lock: an exclusive `flock` on a file in the
-    node's temp dir. The OS releases it when the holder dies, even by SIGKILL."""
-
-    def __init__(self, tag: str | None = None):
-        tag = tag if tag is not None else os.environ.get("CUDA_VISIBLE_DEVICES", "cpu")
-        safe = "".join(c if c.isalnum() else "_" for c in tag) or "cpu"
-        self.path = os.path.join(tempfile.gettempdir(),
-                                 f"kevolve-timing-{os.getuid()}-{safe}.lock")
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
 
 
 def evaluate_job(job: dict) -> dict:

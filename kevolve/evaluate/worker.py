@@ -4,7 +4,8 @@ recorded failure; the worker is replaced and the search goes on.
 
 Workers are persistent (imports and compiled kernels are reused) and start with `spawn`,
 so a CUDA context or Triton's process-wide interpreter mode never leaks from the parent.
-Timing takes a lock shared by all workers: one timing at a time on a device.
+Timing takes a lock shared by all workers and by other kevolve processes on the machine
+(`timing_lock`): one timing at a time on a device.
 
 Each worker leads a process group of its own: killing a worker kills what it started too
 (a hung compiler), and a worker whose parent died (`kill -9` of the search) kills its group
@@ -28,23 +29,29 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
 from .job import STAGES, EvalJob, Result
+from .timing_lock import NodeTimingLock
 
 ACK = "taken"
 STICKY = ("CUDA error", "illegal memory access", "device-side assert", "unspecified launch")
 
 
 class _SlotLock:
-    """The shared timing lock, marking in shared memory which slot holds it, so the parent
-    can release it when it kills a worker mid-timing."""
+    """The pool's timing lock, marking in shared memory which slot holds it, so the parent
+    can release it when it kills a worker mid-timing; then the machine-wide lock, so other
+    kevolve processes on this machine do not time at once either (the OS releases that one
+    when a killed worker dies)."""
 
     def __init__(self, lock, held, slot: int):
         self.lock, self.held, self.slot = lock, held, slot
+        self.machine = NodeTimingLock()
 
     def acquire(self):
         self.lock.acquire()
         self.held[self.slot] = 1
+        self.machine.acquire()
 
     def release(self):
+        self.machine.release()
         self.held[self.slot] = 0
         self.lock.release()
 

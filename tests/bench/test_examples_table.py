@@ -50,9 +50,14 @@ def test_the_table_of_two_tiny_examples(tmp_path, monkeypatch):
     tool = _tool()
     assert tool.spec_refs([str(tmp_path / "tiny.py")]) == [
         f"{tmp_path / 'tiny.py'}:TWICE", f"{tmp_path / 'tiny.py'}:ROWSUM"]
+    # --stop-after: ops not started by then are left for --resume
+    rc = tool.main([str(tmp_path / "tiny.py"), "--backend", "cpu", "--budget", "2",
+                    "--shape", "small", "--db", str(tmp_path / "a.db"), "--out", str(out),
+                    "--stop-after", "0"])
+    assert rc == 1 and json.loads(out.with_suffix(".json").read_text())["ops"] == []
     rc = tool.main([str(tmp_path / "tiny.py"), "--backend", "cpu", "--budget", "2",
                     "--shape", "small", "--threads", "1", "--db", str(tmp_path / "a.db"),
-                    "--out", str(out)])
+                    "--out", str(out), "--jobs", "2"])
     assert rc == 0
     doc = json.loads(out.with_suffix(".json").read_text())
     assert doc["backend"] == "cpu" and doc["budget"] == 2 and "--budget 2" in doc["command"]
