@@ -8,6 +8,7 @@ import platform
 from functools import cache
 
 from .timing import median, time_cpu, time_gpu
+from .timing_lock import NodeTimingLock
 
 
 @cache
@@ -74,7 +75,18 @@ def measure_ceilings(gpu: bool, threads: int | None = None) -> dict:
     """Copy bandwidth (bytes read + written per second) and matmul rate (FLOP/s): bf16 on
     GPUs (the best of a few large shapes), f32 on CPUs with the threads the kernels get
     (`threads`, default every core), recorded as `copy_threads`: a multi-thread kernel
-    held against one thread's bandwidth looks faster than the hardware allows."""
+    held against one thread's bandwidth looks faster than the hardware allows. Measured
+    under the machine's timing lock: a bandwidth measured beside another process's kernels
+    would set every floor too high, and honest kernels would look too good to be true."""
+    lock = NodeTimingLock()
+    lock.acquire()
+    try:
+        return _measure_ceilings(gpu, threads)
+    finally:
+        lock.release()
+
+
+def _measure_ceilings(gpu: bool, threads: int | None) -> dict:
     if gpu:
         require_gpu()
         import torch

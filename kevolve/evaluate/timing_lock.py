@@ -14,7 +14,6 @@ import fcntl
 import os
 import tempfile
 
-
 OFF = ("off", "0", "no", "false")
 
 
