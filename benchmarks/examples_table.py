@@ -127,11 +127,15 @@ def markdown(doc: dict) -> str:
     g_e = geomean(r.get("speedup_eager") for r in rows)
     g_c = geomean(r.get("speedup_compile") for r in rows)
     beat = [r for r in rows if (r.get("speedup_compile") or 0) > 1]
+    # rows measured on different machines (a table resumed elsewhere) say which is whose
+    mixed = len({r["hardware"] for r in rows if r.get("hardware")}) > 1
+    hw_head, hw_rule = (" hardware |", " --- |") if mixed else ("", "")
     lines = [f"# Examples table: {doc['backend']}, evolve --budget {doc['budget']}", "",
              f"Command: `{doc['command']}`", "",
              *[f"Resumed (after removing the records to run again): `{c}`" for c in
                doc.get("resumed", [])], *([""] if doc.get("resumed") else []),
-             f"Date {doc['date']}; hardware {doc['hardware']}; torch {doc['torch']}; "
+             f"Date {doc['date']}; hardware "
+             f"{'per row (several machines)' if mixed else doc['hardware']}; torch {doc['torch']}; "
              f"Python {doc['python']}.", "",
              "kevolve ms: the best schedule of the search, timed again beside torch eager and "
              "torch.compile in one process. `run`: the default schedule's verdict at the same "
@@ -142,15 +146,17 @@ def markdown(doc: dict) -> str:
              f"{len(beat)}; geomean speedup vs eager {f(g_e, '.3g')}, "
              f"vs torch.compile {f(g_c, '.3g')}.", "",
              "| op | spec | run | evolve | default ms | kevolve ms | eager ms | compile ms "
-             "| vs eager | vs compile | evaluated (failed) | export |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| vs eager | vs compile | evaluated (failed) | export |" + hw_head,
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+             + hw_rule]
     for r in rows:
         lines.append(
             f"| {r.get('op') or '-'} | `{r['ref']}` | {r['run_verdict']} | "
             f"{r['evolve_verdict']} | {f(r.get('default_ms'))} | {f(r.get('kevolve_ms'))} | "
             f"{f(r.get('eager_ms'))} | {f(r.get('compile_ms'))} | "
             f"{f(r.get('speedup_eager'), '.3g')} | {f(r.get('speedup_compile'), '.3g')} | "
-            f"{r.get('evaluated') or 0} ({r.get('failed') or 0}) | {r['export']} |")
+            f"{r.get('evaluated') or 0} ({r.get('failed') or 0}) | {r['export']} |"
+            + (f" {r.get('hardware') or '-'} |" if hw_head else ""))
     return "\n".join(lines) + "\n"
 
 

@@ -85,3 +85,17 @@ def test_the_table_of_two_tiny_examples(tmp_path, monkeypatch):
                       "--out", str(tmp_path / "all")]) == 0
     both = json.loads((tmp_path / "all.json").read_text())
     assert both["ops"] == doc["ops"] and "row_sum" in (tmp_path / "all.md").read_text()
+
+
+def test_a_table_from_several_machines_names_each_rows_hardware():
+    tool = _tool()
+    row = {"ref": "x.py:A", "op": "a", "run_verdict": "not run", "evolve_verdict": "ok",
+           "export": "ok", "kevolve_ms": 1.0, "compile_ms": 1.0, "speedup_compile": 1.0}
+    doc = {"backend": "triton", "budget": 8, "command": "c", "date": "d", "torch": "t",
+           "python": "p", "hardware": "gpu:A", "ops": [dict(row, hardware="gpu:A")]}
+    one = tool.markdown(doc)
+    assert "hardware gpu:A;" in one and "| hardware |" not in one
+    doc["ops"].append(dict(row, op="b", hardware="gpu:B"))
+    two = tool.markdown(doc)
+    assert "hardware per row" in two and "| hardware |" in two
+    assert "| ok | gpu:A |" in two and "| ok | gpu:B |" in two

@@ -297,3 +297,67 @@ def test_compute_at_mutation_splits_and_fuses_an_output_with_the_root():
     tiled = mu.split_tile(fused, random.Random(0), op)
     assert tiled is None or all(m.get("stage") != "h" for m in mu.moves_of(tiled)
                                 if m["m"] == "split")
+
+
+def _with_split(t: Trace, stage: str, axis: str, key: str, size: int) -> Trace:
+    return mu.rebuild(t, mu.moves_of(t) + [{"m": "split", "stage": stage, "axis": axis,
+                                            "size": key}], {**dict(t.decisions), key: size})
+
+
+def _splits(t: Trace) -> dict:
+    dec = dict(t.decisions)
+    return {(m["stage"], m["axis"]): dec.get(m["size"], m["size"])
+            for m in mu.moves_of(t) if m["m"] == "split" and "into" not in m}
+
+
+def test_echo_copies_a_reduction_split_to_the_sibling_reduction_and_the_output_row():
+    op, dims, t = _default("layernorm")
+    assert mu.echo_splits(t, op) == []  # nothing split yet: nothing to echo
+    one = _with_split(t, "mean", "k", "$R_mean_k", 64)
+    echoed = mu.echo_splits(one, op)
+    got = [set(_splits(e).items()) - set(_splits(one).items()) for e in echoed]
+    # the same size on var's reduction and on y's row, each a trace of its own
+    assert sorted(map(sorted, got)) == [[(("var", "k"), 64)], [(("y", "j"), 64)]]
+    for e in echoed:
+        lower(apply_trace(op, e), dims)
+    both = _with_split(_with_split(one, "var", "k", "$R_var_k", 64), "y", "j", "$T_j", 64)
+    assert mu.echo_splits(both, op) == []  # every sibling split: nothing more
+
+
+def test_echo_needs_an_axis_of_the_same_extent():
+    # gemm's output row (N) and its contraction (K) differ: a split of one is not echoed
+    op, dims, t = _default("gemm_bias_gelu")
+    red = [s for s in op.stages if s.reduce_axes]
+    s = red[0]
+    a = s.reduce_axes[0]
+    split = _with_split(t, s.name, a.name, f"$R_{s.name}_{a.name}", 32)
+    for e in mu.echo_splits(split, op):
+        new = set(_splits(e)) - set(_splits(split))
+        for st, ax in new:
+            b = next(x for x in (*op.stage(st).axes, *op.stage(st).reduce_axes)
+                     if x.name == ax)
+            assert (b.extent, b.start) == (a.extent, a.start)
+
+
+def test_the_heuristic_tries_the_echo_first_on_a_parent_that_has_one(monkeypatch):
+    from kevolve.search.proposers.heuristic import HeuristicProposer
+
+    op, dims, t = _default("rmsnorm")
+    stage = next(s for s in op.stages if s.reduce_axes)
+    parent = _with_split(t, stage.name, stage.reduce_axes[0].name,
+                         f"$R_{stage.name}_{stage.reduce_axes[0].name}", 128)
+
+    class P:  # the fields _rules reads
+        trace_json = parent.to_json()
+
+        class result:
+            diagnostics: dict = {}
+            verdict = "ok"
+
+    class Ctx:
+        op_name, ceilings, default_trace_json = "rmsnorm", {}, t.to_json()
+    h = HeuristicProposer(seed=0)
+    assert h._rules(Ctx, P)[0] == "echo"
+    for e in mu.echo_splits(parent, op):
+        h.seen.add(e.to_json())
+    assert "echo" not in h._rules(Ctx, P)  # its echoes all seen: no longer first

@@ -2,10 +2,13 @@
 
 Rules read the parent's diagnostics: spills or a failed compile shrink tiles; low achieved
 bandwidth widens them or adds rows per program; a looped softmax-style sum tries the online
-strategy; otherwise a random mutation or a crossover of two same-structure parents. The
-best parent gets each kind of mutation once before any kind a second time: improvements
-come in chains of single moves (tiles, then bulk copies, then a pipeline across tiles), and
-a random pick among 19 kinds would leave some untried on the leader for dozens of rounds.
+strategy; a split that one stage has and another stage with an axis of the same extent
+lacks is copied to it (`echo`: layernorm's two reductions, rmsnorm's reduction and its
+output row gain in such pairs); otherwise a random mutation or a crossover of two
+same-structure parents. The best parent gets each kind of mutation once before any kind a
+second time: improvements come in chains of single moves (tiles, then bulk copies, then a
+pipeline across tiles), and a random pick among 23 kinds would leave some untried on the
+leader for dozens of rounds.
 Where a mutation gives a trace already seen, up to two more follow it: a search whose
 parents' neighbourhoods are used up (the H200's gemm search from scratch stopped at 162 of
 300 without) goes on a step further.
@@ -126,6 +129,11 @@ class HeuristicProposer(Proposer):
             out += ["grow", "rows"]
         if '"strategy": "online"' not in parent.trace_json and self._onlineable(ctx):
             out.append("online")
+        opdef = opdef_of(ctx)
+        if opdef is not None and any(
+                e.to_json() not in self.seen for e in mu.echo_splits(
+                    Trace.from_json(parent.trace_json), _variant_for(opdef, ctx))):
+            out.insert(1 if out[:1] == ["shrink"] else 0, "echo")
         return out
 
     def _onlineable(self, ctx: ProposalContext) -> bool:
@@ -167,6 +175,7 @@ class HeuristicProposer(Proposer):
             "inline": lambda: mu.toggle_inline(t, r, op),
             "compute_at": lambda: mu.toggle_compute_at(t, r, op),
             "strategy": lambda: mu.reduction_strategy(t, r, op),
+            "echo": lambda: mu.echo_split(t, r, op, self.seen),
         }[name]()
 
     def propose(self, ctx: ProposalContext, n: int) -> list[Proposal]:
@@ -181,7 +190,7 @@ class HeuristicProposer(Proposer):
         names = ["scale", "scale", "warps", "stages", "group", "online", "reduce_split",
                  "vectorize", "cache", "bulk", "bulk_write", "rows", "precision", "constexpr",
                  "persistent", "pipeline", "prefetch", "unroll", "split", "inline",
-                 "compute_at", "strategy"]
+                 "compute_at", "strategy", "echo"]
         out: list[Proposal] = []
         for _ in range(self.attempts * max(1, n)):
             if len(out) >= n:
@@ -271,7 +280,7 @@ class HeuristicProposer(Proposer):
         return why
 
 
-STRUCTURAL = ("inline", "compute_at", "strategy", "online", "reduce_split")
+STRUCTURAL = ("inline", "compute_at", "strategy", "online", "reduce_split", "echo")
 
 
 def opdef_of(ctx: ProposalContext):

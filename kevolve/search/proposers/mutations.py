@@ -337,6 +337,65 @@ def toggle_reduce_split(t: Trace, rng: random.Random, op: Op) -> Trace | None:
     return rebuild(t, moves, dec)
 
 
+def _tileable(s, moves: list[dict]) -> list:
+    """A stage's axes that a split tiles in a loop: its reduce axes, and its innermost axis
+    where that axis is the stage's own (not fixed by `compute_at`, not on the grid)."""
+    out = list(s.reduce_axes)
+    if s.axes and s.name not in _computed_at(moves) and not any(
+            m["m"] == "bind" and m.get("stage") == s.name and m.get("axis") == s.axes[-1].name
+            for m in moves):
+        out.append(s.axes[-1])
+    return out
+
+
+def echo_splits(t: Trace, op: Op) -> list[Trace]:
+    """One stage's tiling repeated on another: a split of a tileable axis, copied with its
+    size to every live stage that leaves an axis of the same extent unsplit. Improvements
+    on ops of several loops over one axis come in such pairs (layernorm's mean and var
+    reductions, rmsnorm's sum and its output row): split alone, each half gains a little,
+    and drawing the other half among twenty kinds of mutation takes dozens of candidates."""
+    moves = moves_of(t)
+    dec = dict(t.decisions)
+    inlined = {m["stage"] for m in moves if m["m"] == "inline"}
+    at = _computed_at(moves)
+    live = [s for s in op.stages if s.name not in inlined and (s.name in at or
+                                                              s.name in op.outputs)]
+    scans = {m["stage"] for m in moves if m["m"] == "reduction" and m["strategy"] == "scan"}
+    axes = {s.name: [a for a in _tileable(s, moves) if s.name not in scans or
+                     a not in s.reduce_axes] for s in live}
+    out: list[Trace] = []
+    seen: set[tuple[str, str]] = set()
+    for src in live:
+        for a in axes[src.name]:
+            sp = _split_of(moves, src.name, a.name)
+            if sp is None or "into" in sp:
+                continue
+            size = dec.get(sp["size"], sp["size"]) if isinstance(sp["size"], str) \
+                else sp["size"]
+            for dst in live:
+                for b in axes[dst.name]:
+                    if dst is src or (b.extent, b.start) != (a.extent, a.start) or \
+                            _split_of(moves, dst.name, b.name) is not None or \
+                            (dst.name, b.name) in seen:
+                        continue
+                    seen.add((dst.name, b.name))
+                    key = (f"$R_{dst.name}_{b.name}" if b in dst.reduce_axes
+                           else f"$T_{b.name}")
+                    if key in dec:
+                        continue
+                    out.append(rebuild(t, moves + [{"m": "split", "stage": dst.name,
+                                                    "axis": b.name, "size": key}],
+                                       {**dec, key: size}))
+    return out
+
+
+def echo_split(t: Trace, rng: random.Random, op: Op, seen=frozenset()) -> Trace | None:
+    """One of `echo_splits`, preferring those not in `seen` (trace JSON)."""
+    cands = echo_splits(t, op)
+    fresh = [c for c in cands if c.to_json() not in seen]
+    return rng.choice(fresh or cands) if cands else None
+
+
 def _renders(caps: dict, move: str) -> bool:
     return move in caps.get("renders", ())
 
