@@ -116,9 +116,10 @@ def _bag_backward(t, p):
     import torch
 
     off = t["offsets"]
-    bag = torch.repeat_interleave(torch.arange(off.numel() - 1), off.diff())
+    bag = torch.repeat_interleave(torch.arange(off.numel() - 1, device=off.device), off.diff())
     g = t["grad_out"]
-    return torch.zeros(p["V"], g.shape[1], dtype=g.dtype).index_add_(0, t["indices"], g[bag])
+    return torch.zeros(p["V"], g.shape[1], dtype=g.dtype, device=g.device).index_add_(
+        0, t["indices"], g[bag])
 
 
 EMBEDDING_BAG_BACKWARD = define(

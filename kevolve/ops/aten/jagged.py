@@ -71,7 +71,8 @@ def _max_ref(t, p):
 
     v, off = t["values"], t["offsets"]
     lengths, ids, _ = lib.segments(off, v.shape[0])
-    out = torch.full((lengths.numel(), v.shape[1]), -torch.inf, dtype=v.dtype)
+    out = torch.full((lengths.numel(), v.shape[1]), -torch.inf, dtype=v.dtype,
+                     device=v.device)
     out = out.scatter_reduce(0, ids[:, None].expand_as(v), v, "amax")
     return torch.where(lengths[:, None] > 0, out, torch.zeros_like(out))
 
@@ -96,7 +97,8 @@ def _jj_bmm_ref(t, p):
     v, y, off = t["values"], t["y"], t["offsets"]
     _, ids, _ = lib.segments(off, v.shape[0])
     outer = v[:, :, None] * y[:, None, :]
-    out = torch.zeros((off.numel() - 1, v.shape[1], y.shape[1]), dtype=v.dtype)
+    out = torch.zeros((off.numel() - 1, v.shape[1], y.shape[1]), dtype=v.dtype,
+                      device=v.device)
     return out.index_add(0, ids, outer)
 
 
