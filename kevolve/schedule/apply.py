@@ -11,6 +11,7 @@ from dataclasses import replace
 from ..ir.nodes import AxisRef, Load, Op, Reduce, op_dims, walk, walk_stage
 from .errors import MoveError
 from .moves import MOVES
+from .rfactor import split_reduction
 from .state import LoopAxis, Schedule, StageSched, initial
 from .trace import Trace
 
@@ -113,6 +114,9 @@ def apply(s: Schedule, d: dict, i: int) -> Schedule:
     if m not in ("inline", "compute_at") and st.placement == "inline":
         raise MoveError(i, "semantics.inlined", f"stage {st.name!r} is inlined and has no "
                         "loops of its own", "schedule its consumer instead")
+    if m == "reduction" and d["strategy"] == "split":
+        _reduction(op, st, d, i)  # its checks
+        return split_reduction(s, st, d["factor"], i)
     return s.with_stage(_APPLY[m](op, st, d, i))
 
 

@@ -357,6 +357,43 @@ MULTI_OUTPUT: dict[str, tuple] = {
 }
 VARIANTS.update(MULTI_OUTPUT)
 
+# Reductions split across programs (`reduction` strategy `split`, schedule/rfactor.py):
+# partial results per chunk in a stage of their own, combined by the stage; factors that
+# do not divide the extent and exceed it (empty chunks), sum and max, a scalar output.
+MSE_LOSS = f"{EXAMPLES / 'losses.py'}:MSE_LOSS"
+COL_SUM = f"{EXAMPLES / 'reductions.py'}:COL_SUM"
+ROW_ABSMAX = f"{EXAMPLES / 'reductions.py'}:ROW_ABSMAX"
+SPLIT_SHAPES = [("M1N1", {"M": 1, "N": 1}), ("M37N5", {"M": 37, "N": 5}),
+                ("M5N131", {"M": 5, "N": 131})]
+SPLIT_REDUCTION: dict[str, tuple] = {
+    # a loss to a scalar: 8 chunks of rows, each program over its rows and every column
+    "mse_loss_split": (MSE_LOSS, "looped", [
+        {"m": "reduction", "stage": "loss", "strategy": "split", "factor": 8},
+        {"m": "split", "stage": "loss_rf", "axis": "r", "size": 2}], SPLIT_SHAPES),
+    # down the columns: column tiles of 4 on the grid, the rows in 3 chunks of tiles of 4
+    "col_sum_split": (COL_SUM, "looped", [
+        {"m": "split", "stage": "y", "axis": "j", "size": 4},
+        {"m": "bind", "stage": "y", "axis": "jo", "to": "grid"},
+        {"m": "split", "stage": "y", "axis": "r", "size": 4},
+        {"m": "reduction", "stage": "y", "strategy": "split", "factor": 3}], SPLIT_SHAPES),
+    # a max: empty chunks hold the identity, which the combining max ignores
+    "row_absmax_split": (ROW_ABSMAX, "looped", [
+        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+        {"m": "split", "stage": "y", "axis": "k", "size": 8},
+        {"m": "reduction", "stage": "y", "strategy": "split", "factor": 4}], SPLIT_SHAPES),
+    # a library op: layernorm's mean in partial sums, var and y as before
+    "layernorm_mean_split": ("layernorm", "looped", [
+        {"m": "bind", "stage": "y", "axis": "i", "to": "grid"},
+        {"m": "inline", "stage": "rstd"},
+        {"m": "compute_at", "stage": "mean", "at": ["y", "i"]},
+        {"m": "compute_at", "stage": "var", "at": ["y", "i"]},
+        {"m": "split", "stage": "mean", "axis": "k", "size": 16},
+        {"m": "reduction", "stage": "mean", "strategy": "split", "factor": 4}],
+        [("M1N1", {"M": 1, "N": 1}), ("M7N13", {"M": 7, "N": 13}),
+         ("M3N131", {"M": 3, "N": 131})]),
+}
+VARIANTS.update(SPLIT_REDUCTION)
+
 
 def default_cases() -> list[tuple[str, str, dict]]:
     """(id "op/shape label", op, shape) for every library op at small and its edge shapes."""
