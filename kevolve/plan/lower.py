@@ -397,9 +397,6 @@ def _step(ss: StageSched, stage, bodies, spatial: dict[str, AxisMap], level, loo
     elif strat == "single" and looped:
         raise MoveError(ss.reduction_by, "semantics.single_split", f"{ss.name!r} is split, so "
                         "it cannot reduce in a single tile", "drop the split or use looped")
-    elif strat == "split":
-        raise MoveError(ss.reduction_by, "backend.split_reduction", "split reductions are "
-                        "not implemented by the tile lowering yet", "use looped or online")
     if strat == "online" and not isinstance(body, Reduce):
         raise MoveError(ss.reduction_by, "semantics.online", f"{ss.name!r} is not a plain "
                         "reduction", "online needs sum_(exp(x - max)) as the whole body")

@@ -3,7 +3,8 @@
 Rules: pointwise producers are inlined; a reducing producer is computed in its consumer's
 program when that consumer reads it at its own spatial axes (else it is a kernel of its
 own); leading rectangular axes of each kernel's root map to the grid; the rest are tiles.
-Matrix products get 2-d output tiles; a 0-d output is one program looping over chunks.
+Matrix products get 2-d output tiles; a reduction that would run in a few programs (a 0-d
+output, a few long columns) is split across programs (partial results, then their sum).
 
 Every program's tile, reduction chunks included, is kept within `MAX_TILE` elements, which
 is under every built-in backend's limit, so the default is legal by construction at the
@@ -25,6 +26,7 @@ from ..ir.nodes import (
     walk,
     walk_stage,
 )
+from .rfactor import partial_stages, why_not
 from .trace import Trace
 
 MAX_TILE = 16384  # elements of one program's tile beyond which defaults split
@@ -37,6 +39,10 @@ THIN = 8  # a contraction with an output side this narrow is a batch of dot prod
 UNKNOWN = 1 << 30  # the bound of an axis whose extent is not known (no dims)
 SCAN_CHUNK = 1024  # the chunk a scan along the contiguous axis walks per trip
 SCAN_SIDE = 64  # a scan along another axis: chunks of it by tiles of the contiguous one
+FEW_PROGRAMS = 64  # a reducing root with fewer programs than this splits its reduction...
+SPLIT_MIN = 1 << 16  # ...when it is at least this long,
+SPLIT_PROGRAMS = 512  # into about this many programs in all,
+SPLIT_CHUNK = 4096  # each reducing at least this many elements
 
 
 def p2(n: int) -> int:
@@ -410,8 +416,36 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
     width = 1
     for a in ax:
         width *= tiles.get(a.name, 1)
-    if red_own > 1 or not _bare_contraction(r.body):
+    factor = _split_factor(op, r, guests, contraction, grid, tiles, red_own, dims)
+    if factor > 1:
+        # Too few programs for a long reduction: partial results over `factor` chunks
+        # (schedule.rfactor), each chunk's reduction tiled like a row's
+        key = _decide(dec, f"$RF_{rname.upper()}", factor, rname)
+        moves.append({"m": "reduction", "stage": rname, "strategy": "split", "factor": key,
+                      "_k": (4,)})
+        part, _ = partial_stages(r, factor)
+        _split_reduces(part, width, tiles, moves, dec, dims, (4,))
+    elif red_own > 1 or not _bare_contraction(r.body):
         _split_reduces(r, width, tiles, moves, dec, dims, (4,))
+
+
+def _split_factor(op: Op, r: Compute, guests, contraction: bool, grid: list[str],
+                  tiles: dict[str, int], red_own: int, dims) -> int:
+    """Chunks to split root `r`'s reduction into across programs (1: none): where its
+    grid has fewer than FEW_PROGRAMS programs (a loss to a scalar, a sum down a few long
+    columns) and its reduction is long, enough chunks for about SPLIT_PROGRAMS programs in
+    all, each at least SPLIT_CHUNK elements."""
+    if dims is None or guests or contraction or red_own < SPLIT_MIN or \
+            why_not(op, r) is not None:
+        return 1
+    programs = 1
+    for a in r.axes:
+        if a.name in grid or f"{a.name}o" in grid:
+            programs *= -(-_size(a, dims) // max(tiles.get(a.name, 1), 1))
+    if programs >= FEW_PROGRAMS:
+        return 1
+    want = min(SPLIT_PROGRAMS // programs, red_own // SPLIT_CHUNK)
+    return p2(want) // 2 if p2(want) > want else p2(want) if want >= 2 else 1
 
 
 def _root_read(r: Compute, g: Compute, guests: list[Compute], eff) -> list[str]:

@@ -35,6 +35,7 @@ from ..ir.nodes import (
     Compute,
     Const,
     Load,
+    Op,
     Reduce,
     rebuild,
     substitute_axes,
@@ -46,8 +47,46 @@ from .state import LoopAxis, Schedule, StageSched
 SUFFIX = "_rf"
 
 
-def _fail(i: int, st: str, why: str, fix: str) -> MoveError:
-    return MoveError(i, "semantics.split_reduction", f"stage {st!r}: {why}", fix)
+def why_not(op: Op, stage: Compute) -> tuple[str, str] | None:
+    """Why `stage` cannot be split (what, and what to do), or None where it can."""
+    if stage.store is not None or stage.accumulate is not None:
+        return ("it stores through an index (or accumulates)",
+                "split a stage that writes its own axes")
+    reds = [n for n in walk(stage.body) if isinstance(n, Reduce)]
+    if len(reds) != 1:
+        return (f"it has {len(reds)} reductions", "split a stage with one reduction (give "
+                "each reduction a stage of its own)")
+    if any(isinstance(n, Reduce) for n in walk(reds[0].body)):
+        return "its reduction nests another", "split the inner one's stage"
+    taken = {x.name for x in op.stages} | {b.name for b in op.inputs}
+    name, kp = stage.name + SUFFIX, reds[0].axes[0].name + "p"
+    if name in taken or kp in {a.name for a in stage.axes}:
+        return f"{name!r} or axis {kp!r} is taken", "rename the stage or axis"
+    return None
+
+
+def partial_stages(stage: Compute, factor: int) -> tuple[Compute, Compute]:
+    """(the partial stage `NAME_rf`, the stage combining its results) for a stage that
+    `why_not` accepts."""
+    red = next(n for n in walk(stage.body) if isinstance(n, Reduce))
+    k = red.axes[0]  # the chunked axis; the others stay whole in each chunk's program
+    kp_name = k.name + "p"
+    kp = Axis(kp_name, Const(factor))
+    chunk = (k.bound + Const(factor - 1)) // Const(factor)
+    lo = Binary("min", AxisRef(kp) * chunk, k.extent)
+    hi = Binary("min", AxisRef(kp) * chunk + chunk, k.extent)
+    kc = Axis(k.name, hi - lo, k.start + lo, REDUCE, chunk, loc=k.loc)
+    body = substitute_axes(red.body, {k.name: AxisRef(kc)})
+    out_t = stage.out.dtype
+    part_t = dt.f32 if out_t.is_float and out_t.bits < 32 else out_t
+    name = stage.name + SUFFIX
+    part = Compute(name, stage.axes + (kp,), Reduce(red.op, body, (kc,) + red.axes[1:]),
+                   Buffer(name, stage.out.shape + (Const(factor),), part_t), loc=stage.loc)
+    kr = Axis(kp_name, Const(factor), Const(0), REDUCE)
+    combine = Reduce(red.op, Load(part.out, tuple(AxisRef(a) for a in stage.axes) +
+                                  (AxisRef(kr),), source=part), (kr,))
+    return part, replace(stage, body=rebuild(stage.body,
+                                             lambda n: combine if n == red else None))
 
 
 def split_reduction(s: Schedule, st: StageSched, factor: int, i: int) -> Schedule:
@@ -57,43 +96,16 @@ def split_reduction(s: Schedule, st: StageSched, factor: int, i: int) -> Schedul
     if not isinstance(factor, int) or factor < 2:
         raise MoveError(i, "schema.bad_value", f"split factor {factor!r}",
                         'give "factor": 2 or more (the number of partial results)')
-    if stage.store is not None or stage.accumulate is not None:
-        raise _fail(i, st.name, "it stores through an index (or accumulates)",
-                    "split a stage that writes its own axes")
-    reds = [n for n in walk(stage.body) if isinstance(n, Reduce)]
-    if len(reds) != 1:
-        raise _fail(i, st.name, f"it has {len(reds)} reductions", "split a stage with one "
-                    "reduction (give each reduction a stage of its own)")
-    red = reds[0]
-    k = red.axes[0]  # the chunked axis; the others stay whole in each chunk's program
-    if any(isinstance(n, Reduce) for n in walk(red.body)):
-        raise _fail(i, st.name, "its reduction nests another", "split the inner one's stage")
-    taken = {x.name for x in op.stages} | {b.name for b in op.inputs}
-    name = st.name + SUFFIX
-    kp_name = k.name + "p"
-    if name in taken or kp_name in {a.name for a in stage.axes}:
-        raise _fail(i, st.name, f"{name!r} or axis {kp_name!r} is taken",
-                    "rename the stage or axis")
-    kp = Axis(kp_name, Const(factor))
-    ext = k.bound
-    chunk = (ext + Const(factor - 1)) // Const(factor)
-    lo = Binary("min", AxisRef(kp) * chunk, k.extent)
-    hi = Binary("min", AxisRef(kp) * chunk + chunk, k.extent)
-    kc = Axis(k.name, hi - lo, k.start + lo, REDUCE, chunk, loc=k.loc)
-    body = substitute_axes(red.body, {k.name: AxisRef(kc)})
-    out_t = stage.out.dtype
-    part_t = dt.f32 if out_t.is_float and out_t.bits < 32 else out_t
-    part_axes = stage.axes + (kp,)
-    part = Compute(name, part_axes, Reduce(red.op, body, (kc,) + red.axes[1:]),
-                   Buffer(name, stage.out.shape + (Const(factor),), part_t), loc=stage.loc)
-    kr = Axis(kp_name, Const(factor), Const(0), REDUCE)
-    combine = Reduce(red.op, Load(part.out, tuple(AxisRef(a) for a in stage.axes) +
-                                  (AxisRef(kr),), source=part), (kr,))
-    new_body = rebuild(stage.body, lambda n: combine if n == red else None)
+    why = why_not(op, stage)
+    if why is not None:
+        raise MoveError(i, "semantics.split_reduction", f"stage {st.name!r}: {why[0]}",
+                        why[1])
+    part, combined = partial_stages(stage, factor)
+    name, kp_name = part.name, part.axes[-1].name
     stages = []
     for x in op.stages:
         if x.name == st.name:
-            stages += [part, replace(x, body=new_body)]
+            stages += [part, combined]
         else:
             stages.append(x)
     new_op = replace(op, stages=tuple(stages))

@@ -133,3 +133,25 @@ def test_a_split_that_cannot_apply_is_refused_with_the_move(tmp_path, ref, moves
     assert r.exit_code == 2, r.output
     assert "Traceback" not in r.output and where in r.output, r.output
     assert code in r.output, r.output
+
+
+def _default_moves(ref: str, preset: str) -> list[dict]:
+    from kevolve.schedule import default_trace
+
+    d = ops.resolve(ref)
+    sd = d.shape(preset)
+    return default_trace(d.op_for(sd), d.dims(sd)).resolved()
+
+
+def test_the_default_splits_a_long_reduction_that_few_programs_would_run():
+    from kevolve.backends.cpu import CpuBackend
+
+    moves = _default_moves(bc.MSE_LOSS, "cpu")  # a 0-d output over 4096 x 512
+    assert any(m.get("strategy") == "split" for m in moves), moves
+    d = ops.resolve(bc.MSE_LOSS)
+    problems = bc.check(CpuBackend(threads=2), bc.MSE_LOSS, d.shape("cpu"), None, seeds=(0,))
+    assert not problems, "\n".join(problems)
+    # one program per column, 512 of them: enough programs, no split
+    assert not any(m.get("strategy") == "split" for m in _default_moves(bc.COL_SUM, "cpu"))
+    # a short reduction to a scalar stays one program
+    assert not any(m.get("strategy") == "split" for m in _default_moves(bc.MSE_LOSS, "small"))

@@ -150,8 +150,11 @@ CASES = [
     ("layernorm_stats", [B_Y_I, {"m": "compute_at", "stage": "mean", "at": ["y", "i"]}], 1,
      "semantics.compute_at_order"),  # var (a kernel before y's) reads mean
     ("softmax", [{"m": "fuse", "stage": "y", "axes": ["i", "j"]}], None, "backend.fused_loop"),
-    ("softmax", [{"m": "reduction", "stage": "s", "strategy": "split", "factor": 4}], 0,
-     "backend.split_reduction"),
+    ("softmax", [{"m": "reduction", "stage": "s", "strategy": "split", "factor": 1}], 0,
+     "schema.bad_value"),  # one chunk is no split
+    ("softmax", [{"m": "reduction", "stage": "s", "strategy": "split", "factor": 4},
+                 {"m": "split", "stage": "s", "axis": "k", "size": 16}], 1,
+     "schema.unknown_axis"),  # after the split, s reduces over kp: k is s_rf's
 ]
 
 

@@ -361,3 +361,25 @@ def test_the_heuristic_tries_the_echo_first_on_a_parent_that_has_one(monkeypatch
     for e in mu.echo_splits(parent, op):
         h.seen.add(e.to_json())
     assert "echo" not in h._rules(Ctx, P)  # its echoes all seen: no longer first
+
+
+def test_a_split_reduction_is_repaired_into_a_legal_two_pass_schedule():
+    from pathlib import Path
+
+    from kevolve.backends.cpu import CpuBackend
+    from kevolve.pipeline import lower as lower_for
+
+    ref = f"{Path(__file__).resolve().parents[2] / 'examples' / 'losses.py'}:MSE_LOSS"
+    d = ops.resolve(ref)
+    sd = d.shape("gpu")
+    op, dims = d.op_for(sd), d.dims(sd)
+    t = Trace.make(op.name, [{"m": "launch", "num_warps": 8},
+                             {"m": "reduction", "stage": "loss", "strategy": "split"}])
+    fixes = dict(mu.repairs(t, op))
+    fixed = fixes["split:loss"]
+    moves = mu.moves_of(fixed)
+    assert {"m": "split", "stage": "loss_rf", "axis": "r", "size": "$R_loss_rf_r"} in moves
+    assert dict(fixed.decisions)["$RF_loss"] == 64
+    plan = lower(apply_trace(op, fixed), dims)
+    assert len(plan.kernels) == 2
+    lower_for(op, fixed, dims, CpuBackend())  # the backend's limits hold too

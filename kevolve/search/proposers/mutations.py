@@ -683,17 +683,26 @@ def repairs(t: Trace, op: Op) -> list[tuple[str, Trace]]:
             continue
         a = s.reduce_axes[0].name
         sp = _split_of(moves, st, a)
-        if how in ("looped", "online", "split") and sp is None:
+        if how in ("looped", "online") and sp is None:
             key = f"$R_{st}_{a}"
             out.append((f"tile:{st}", rebuild(t, moves + [
                 {"m": "split", "stage": st, "axis": a, "size": key}], {**dec, key: 256})))
         if how == "single" and sp is not None:
             out.append((f"untile:{st}", rebuild(t, [m for m in moves if m is not sp])))
-        if how == "split" and not any(m.get("factor") for m in moves
-                                      if m["m"] == "reduction" and m["stage"] == st):
-            fixed = [dict(m, factor=4) if m["m"] == "reduction" and m["stage"] == st else m
-                     for m in moves]
-            out.append((f"factor:{st}", rebuild(t, fixed)))
+        if how == "split":
+            # partial results over 64 chunks (a `$` factor the search scales), each chunk's
+            # reduction looped in tiles of its own stage, `st_rf` (1024 elements a tile)
+            fk, rk, rf = f"$RF_{st}", f"$R_{st}_rf_{a}", f"{st}_rf"
+            fixed = [dict(m, factor=m.get("factor") or fk)
+                     if m["m"] == "reduction" and m["stage"] == st else m for m in moves]
+            extra = {fk: 64} if any(m.get("factor") == fk for m in fixed) else {}
+            rest = [x.name for x in s.reduce_axes[1:]]
+            for ax, key, size in [(a, rk, 4 if rest else 1024)] + [
+                    (x, f"$R_{st}_rf_{x}", 256) for x in rest]:
+                if _split_of(moves, st, ax) is None and _split_of(moves, rf, ax) is None:
+                    fixed.append({"m": "split", "stage": rf, "axis": ax, "size": key})
+                    extra[key] = size
+            out.append((f"split:{st}", rebuild(t, fixed, {**dec, **extra})))
     inlined = {m["stage"] for m in moves if m["m"] == "inline"}
     stray = [m for m in moves if m["m"] != "inline" and m.get("stage") in inlined]
     if stray:
