@@ -45,9 +45,17 @@ def test_full_reduction_to_a_scalar(backend, n):
 
 
 def test_full_reduction_default_is_chunked():
-    st = steps(plan("full_sum", {"N": 1 << 24}))["total"]
+    """A short full reduction loops over chunks in one program; a long one (a single
+    program would stream 16M elements alone) is split across programs, each looping over
+    chunks, and their partials are combined in one pass."""
+    st = steps(plan("full_sum", {"N": 30011}))["total"]
     blocks = [lp.size for lp in st.reduce_loops if lp.role == "block"]
     assert st.strategy == "looped" and blocks and 1024 <= blocks[0] <= 16384
+    by_name = steps(plan("full_sum", {"N": 1 << 24}))
+    part, total = by_name["total_rf"], by_name["total"]
+    blocks = [lp.size for lp in part.reduce_loops if lp.role == "block"]
+    assert part.strategy == "looped" and blocks and 1024 <= blocks[0] <= 16384
+    assert total.strategy == "single"
 
 
 def test_pooling_window_stays_whole():
