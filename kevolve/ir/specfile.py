@@ -122,6 +122,10 @@ def _carries_op(v) -> bool:
     return isinstance(v, Op) or isinstance(getattr(v, "op", None), Op)
 
 
+def _op_of(v) -> Op:
+    return v if isinstance(v, Op) else v.op
+
+
 def _ops_in(module: ModuleType) -> dict:
     return {k: v for k, v in vars(module).items()
             if not k.startswith("_") and not isinstance(v, (type, ModuleType))
@@ -143,6 +147,14 @@ def _pick(module: ModuleType, path: str, name: str | None):
             raise SpecError("the spec file defines no Op", choose, loc=path)
         raise SpecError(f"the spec file defines several Ops ({listing})", choose, loc=path)
     if name not in vars(module):
+        # the Op's own name (op("col_sum", ...)) where the file binds it as COL_SUM
+        named = {id(_op_of(v)): k for k, v in found.items() if _op_of(v).name == name}
+        if len(named) == 1:
+            k = next(iter(named.values()))
+            wrapper = [kk for kk, v in found.items() if not isinstance(v, Op)
+                       and _op_of(v).name == name]
+            k = wrapper[0] if wrapper else k
+            return found[k], k
         raise SpecError(f"no Op named {name!r} in the spec file (Ops in the file: {listing})",
                         choose, loc=path)
     value = vars(module)[name]

@@ -37,10 +37,11 @@ MIN_CHUNK = 64  # a reduction chunk narrower than this is slow: the spatial tile
 SHARED_BYTES = 48 * 1024  # the smallest shared memory per block of the GPU backends
 THIN = 8  # a contraction with an output side this narrow is a batch of dot products
 UNKNOWN = 1 << 30  # the bound of an axis whose extent is not known (no dims)
+COLUMN_TILE = 128  # neighbouring columns one program reduces together (a sum down columns)
 SCAN_CHUNK = 1024  # the chunk a scan along the contiguous axis walks per trip
 SCAN_SIDE = 64  # a scan along another axis: chunks of it by tiles of the contiguous one
 FEW_PROGRAMS = 64  # a reducing root with fewer programs than this splits its reduction...
-SPLIT_MIN = 1 << 16  # ...when it is at least this long,
+SPLIT_MIN = 1 << 16  # ...when each program would reduce at least this many elements,
 SPLIT_PROGRAMS = 512  # into about this many programs in all,
 SPLIT_CHUNK = 4096  # each reducing at least this many elements
 
@@ -335,7 +336,17 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
         a = ax[0]
         ext = _size(a, dims)
         block = min(1024, ext, max(1, MAX_TILE // min(red_own, MIN_CHUNK * 16)))
-        if a.is_jagged or red_own >= 1024 or block < 16 and red_own > 1:
+        if red_own > 1 and not a.is_jagged and _reduces_across(eff[rname], a.name):
+            # a sum down columns: one program per column would read it with a stride of
+            # a row; a tile of neighbouring columns reads whole row pieces per chunk
+            block = min(COLUMN_TILE, ext)
+            key = _decide(dec, "$BLOCK", block, rname)
+            own_moves += [{"m": "split", "stage": rname, "axis": a.name, "size": key,
+                           "into": [f"{a.name}o", f"{a.name}i"]},
+                          {"m": "bind", "stage": rname, "axis": f"{a.name}o", "to": "grid"}]
+            grid.append(f"{a.name}o")
+            tiles[a.name] = block
+        elif a.is_jagged or red_own >= 1024 or block < 16 and red_own > 1:
             own_moves.append({"m": "bind", "stage": rname, "axis": a.name, "to": "grid"})
             grid.append(a.name)
             tiles[a.name] = 1
@@ -433,9 +444,13 @@ def _split_factor(op: Op, r: Compute, guests, contraction: bool, grid: list[str]
                   tiles: dict[str, int], red_own: int, dims) -> int:
     """Chunks to split root `r`'s reduction into across programs (1: none): where its
     grid has fewer than FEW_PROGRAMS programs (a loss to a scalar, a sum down a few long
-    columns) and its reduction is long, enough chunks for about SPLIT_PROGRAMS programs in
-    all, each at least SPLIT_CHUNK elements."""
-    if dims is None or guests or contraction or red_own < SPLIT_MIN or \
+    columns) and each program would reduce at least SPLIT_MIN elements (its reduction times
+    its tile), enough chunks for about SPLIT_PROGRAMS programs in all, each at least
+    SPLIT_CHUNK elements and MIN_CHUNK steps of the reduction."""
+    width = 1
+    for a in r.axes:
+        width *= max(tiles.get(a.name, 1), 1)
+    if dims is None or guests or contraction or red_own * width < SPLIT_MIN or \
             why_not(op, r) is not None:
         return 1
     programs = 1
@@ -444,7 +459,8 @@ def _split_factor(op: Op, r: Compute, guests, contraction: bool, grid: list[str]
             programs *= -(-_size(a, dims) // max(tiles.get(a.name, 1), 1))
     if programs >= FEW_PROGRAMS:
         return 1
-    want = min(SPLIT_PROGRAMS // programs, red_own // SPLIT_CHUNK)
+    want = min(SPLIT_PROGRAMS // programs, red_own * width // SPLIT_CHUNK,
+               red_own // MIN_CHUNK)
     return p2(want) // 2 if p2(want) > want else p2(want) if want >= 2 else 1
 
 
@@ -515,6 +531,23 @@ def _decide(dec: dict, key: str, value: int, stage: str) -> str:
         key = f"{key}_{stage}"
     dec[key] = value
     return key
+
+
+def _reduces_across(body, axis: str) -> bool:
+    """Whether every load that a reduction of `body` walks has spatial axis `axis`, and no
+    reduce axis, in its last (contiguous) index: the reduction runs down columns."""
+    reds = [n for n in walk(body) if isinstance(n, Reduce)]
+    red = {a.name for r in reds for a in r.axes}
+    loads = [n for r in reds for n in walk(r.body) if isinstance(n, Load) and n.index
+             and {x.axis.name for e in n.index for x in walk(e)
+                  if isinstance(x, AxisRef)} & red]
+    if not loads:
+        return False
+    for ld in loads:
+        last = {x.axis.name for x in walk(ld.index[-1]) if isinstance(x, AxisRef)}
+        if axis not in last or last & red:
+            return False
+    return True
 
 
 def _reduce_width(s: Compute, dims) -> int:
