@@ -279,3 +279,19 @@ def test_where_with_a_python_bool_names_the_line(tmp_path):
         """)
     assert err.line == bad and err.loc == f"{path}:{bad}"
     assert "eq(a, b)" in err.hint
+
+
+def test_an_op_is_found_by_its_own_name(tmp_path):
+    """`file.py:softmax` finds an Op bound to another name (SOFT = op("softmax", ...)), and
+    the OpDef that wraps it where the file defines one; a name neither bound nor an Op's own
+    stays an error."""
+    path, _ = write(tmp_path, SOFTMAX.replace("softmax = op(", "SOFT = op("))
+    assert load_op(f"{path}:softmax").name == "softmax"
+    assert resolve_op(f"{path}:softmax").op.name == "softmax"
+    wrapped, _ = write(tmp_path, "from kevolve.ops import define\n" +
+                       SOFTMAX.replace("softmax = op(", "_o = op(") +
+                       'SOFT = define(_o, presets={"small": {"M": 2, "N": 3}})\n', "w.py")
+    d = resolve_op(f"{wrapped}:softmax")
+    assert d.op.name == "softmax" and d.shape("small") == {"M": 2, "N": 3}
+    with pytest.raises(SpecError, match="no Op named 'nope'"):
+        load_op(f"{path}:nope")
