@@ -72,6 +72,8 @@ class PyLang:
     # (offset, mask) -> an offset of the mask's shape, for a load guarded only by a where()
     # branch (no masked axis of its own): Triton refuses a block mask on a scalar pointer
     spread: Callable[[str, str], str] | None = None
+    # integer `//` and `%` already round toward -inf (Python); C and Triton truncate
+    floor_native: bool = False
 
 
 MAX_EXPANDED_POWER = 8  # x ** n with a constant integer |n| up to this is multiplied out
@@ -232,7 +234,9 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
                 return f"{lang.maximum if fl else lang.int_maximum or lang.maximum}({a}, {b})"
             if x.op == "min":
                 return f"{lang.minimum if fl else lang.int_minimum or lang.minimum}({a}, {b})"
-            if x.op in ("div", "floordiv"):
+            if x.op in ("floordiv", "mod"):
+                return _floored(x, a, b, fl, lang)
+            if x.op == "div":
                 return f"({a} / {b})" if fl else f"({a} {lang.intdiv} {b})"
             return f"({a} {lang.binops[x.op]} {b})"
         if isinstance(x, Where):
@@ -249,3 +253,39 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
             return lang.cast(go(x.x), x.dtype)
         raise TypeError(f"cannot print {type(x).__name__}")
     return go(e)
+
+
+def _floored(x: Binary, a: str, b: str, fl: bool, lang: PyLang) -> str:
+    """`a // b` and `a % b` as the IR (and Python, numpy, torch) define them: the quotient
+    rounded toward -inf, the remainder with the divisor's sign. C and Triton truncate
+    toward zero, which agrees only where neither side is negative."""
+    if fl:
+        q = lang.unary["floor"](f"({a} / {b})")
+        return q if x.op == "floordiv" else f"({a} - {q} * {b})"
+    op = lang.intdiv if x.op == "floordiv" else lang.binops["mod"]
+    if lang.floor_native or (_nonneg(x.a) and _nonneg(x.b)):
+        return f"({a} {op} {b})"
+    bo = lang.binops
+    r = f"({a} {bo['mod']} {b})"
+    off = (f"(({r} {bo['ne']} 0) {bo['and']} (({r} {bo['lt']} 0) {bo['ne']} "
+           f"({b} {bo['lt']} 0)))")  # a remainder whose sign differs from the divisor's
+    if x.op == "floordiv":
+        q = f"({a} {lang.intdiv} {b})"
+        return lang.where(off, f"({q} - 1)", q)
+    return lang.where(off, f"({r} + {b})", r)
+
+
+def _nonneg(e: Expr) -> bool:
+    """Whether integer expression `e` is never negative by its form: axis positions, sizes
+    and non-negative constants under +, *, //, %, max and min (index arithmetic)."""
+    if isinstance(e, Const):
+        return e.value >= 0
+    if isinstance(e, (AxisRef, Dim)):
+        return True
+    if isinstance(e, Binary) and e.op in ("add", "mul", "floordiv", "mod", "max", "min"):
+        if e.op == "mul" and any(_nonneg(x) and y == Binary("sub", x, Const(1))
+                                 for x, y in ((e.a, e.b), (e.b, e.a))):
+            return True  # x * (x - 1) of an integer x >= 0 (a triangle's index)
+        return _nonneg(e.a) and _nonneg(e.b)
+    return False
+

@@ -131,6 +131,7 @@ class CStyleLanguage:
     power: str | None = "powf({a}, {b})"  # floats; integer powers go through double
     int_power: str | None = "((int64_t)pow((double)({a}), (double)({b})))"
     intdiv = "/"
+    floor_native = False  # `/` and `%` of integers truncate toward zero
     maximum, minimum = "fmaxf", "fminf"
     int_maximum, int_minimum = "kv_max", "kv_min"
     ternary = "(({c}) ? ({a}) : ({b}))"
@@ -220,7 +221,8 @@ class CStyleLanguage:
                       where=lambda c, a, b: self.ternary.format(c=c, a=a, b=b),
                       load=self.load, cast=self.cast, float_const=self.float_const,
                       intdiv=self.intdiv, int_maximum=self.int_maximum,
-                      int_minimum=self.int_minimum, power=self._power, **extra)
+                      int_minimum=self.int_minimum, power=self._power,
+                      floor_native=self.floor_native, **extra)
 
     def _power(self, a: str, b: str, floating: bool) -> str:
         if self.power is None:

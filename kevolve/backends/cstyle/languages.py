@@ -142,6 +142,7 @@ class NumbaLanguage(CStyleLanguage):
     binops = None  # Python's own
     power = None  # Python's `**`
     intdiv = "//"
+    floor_native = True  # Python's `//` and `%`
     maximum, minimum, int_maximum, int_minimum = "max", "min", "max", "min"
     ternary = "(({a}) if ({c}) else ({b}))"
     float_const = staticmethod(lambda v: py_float(v, "math.inf", "math.nan"))
