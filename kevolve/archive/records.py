@@ -215,8 +215,9 @@ def result_dict(row: Mapping) -> dict:
     if not all(isinstance(x, int) and not isinstance(x, bool) for x in seeds):
         raise bad_row(d, "column seeds holds something other than integers")
     shape = _json(d, "shape", {}, dict)
-    if not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in shape.values()):
-        raise bad_row(d, "column shape holds something other than sizes and names")
+    if not all(isinstance(v, (int, float, str)) and not isinstance(v, bool)
+               for v in shape.values()):
+        raise bad_row(d, "column shape holds something other than sizes, scalars and names")
     for k in ("hardware", "backend"):
         if d.get(k) is not None and not isinstance(d[k], str):
             raise bad_row(d, f"column {k} is not text")

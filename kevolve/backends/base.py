@@ -171,7 +171,10 @@ def check_caps(backend: Backend, sched: Schedule, plan: Plan) -> None:
         for st in k.steps:
             elems = 1
             sizes = {}
-            for lp in k.loops + st.reduce_loops:
+            # the step's own tile: the kernel's loops its axes map onto, and its reduce
+            # loops (a reduction computed at a grid loop does not hold the root's tile)
+            mine = {name for m in st.spatial for name in m.loops}
+            for lp in [x for x in k.loops if x.name in mine] + list(st.reduce_loops):
                 if lp.role == "block":
                     sizes[lp.pos] = max(sizes.get(lp.pos, 1), lp.size)
             for v in sizes.values():

@@ -36,7 +36,10 @@ def parse(shape_args: tuple[str, ...], default_preset: str | None):
             try:
                 over[k] = int(v)
             except ValueError:
-                over[k] = v
+                try:
+                    over[k] = float(v)  # a float scalar (an epsilon, a slope)
+                except ValueError:
+                    over[k] = v
         else:
             if preset is not None:
                 raise bad_shape(f"two presets given ({preset}, {a}); give one")
@@ -52,10 +55,20 @@ def check(opdef, preset: str, over: dict) -> dict:
     except KeyError:
         raise bad_shape(f"{opdef.name} has no shape preset {preset!r}; presets: "
                         f"{', '.join(opdef.shapes)}") from None
+    scalars = {b.name: b.dtype for b in opdef.op.inputs if not b.shape}
     for k, v in over.items():
+        if k in scalars and k not in base:
+            base = {**base, k: 0.0 if scalars[k].is_float else 0}
         if k not in base:
             raise bad_shape(f"{k}={v}: {opdef.name} has no size or option {k!r}; it takes "
                             + ", ".join(f"{n}=..." for n in base))
+        if k in scalars:
+            if not isinstance(v, (int, float)) or not scalars[k].is_float and \
+                    not isinstance(v, int):
+                raise bad_shape(f"{k}={v}: {k} is a {scalars[k].name} scalar of "
+                                f"{opdef.name} and takes a number")
+            over[k] = float(v) if scalars[k].is_float else v
+            continue
         if isinstance(base[k], int) and not isinstance(v, int):
             raise bad_shape(f"{k}={v}: {k} is a size of {opdef.name} and takes an integer")
         if isinstance(base[k], int) and v < 0:

@@ -110,6 +110,12 @@ def define(op: Op | Mapping[str, Op], *, presets: dict[str, dict] | None = None,
                         f"give {missing[0]} in every preset (dims: "
                         f"{', '.join(free_dims(base, an))})", loc=loc)
     edges = tuple(edge_shapes) if edge_shapes is not None else derived_edges(base, an)
+    if edge_shapes is None:
+        # a scalar the small preset fixes (an epsilon, a margin) keeps its value at the edge
+        # shapes: drawn at random it can leave the domain the op is meant for (eps < 0)
+        fixed = {b.name: shapes["small"][b.name] for b in base.inputs
+                 if not b.shape and b.name in shapes.get("small", {})}
+        edges = tuple({**fixed, **e} for e in edges)
     return OpDef(base.name, base, shapes, torch_eager=reference_fn(reference, base, loc),
                  edge_shapes=edges, doc=doc or (f"{base.name} (spec)"), variants=variants,
                  inputs=decl, reference=reference, backward=backward)

@@ -293,7 +293,12 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
     thin = any(b is not None and b < THIN for b in last2)
     small_tail = all((b or UNKNOWN) <= 64 for b in last2)
     dot_ok = _bare_contraction(r.body) or any(_bare_contraction(g.body) for g in guests)
-    if len(ax) >= 2 and contraction and dot_ok and not small_tail and not thin:
+    # a contraction over a segment whose bounds follow an output axis (sum over a jagged
+    # l of w[b, l] * v[l, d]) cannot tile that axis: b must stay one per program
+    varying = {n.axis.name for c in [r, *guests] for a in c.reduce_axes
+               for e in (a.start, a.extent) for n in walk(e) if isinstance(n, AxisRef)}
+    tileable = len(ax) >= 2 and not varying & {ax[-2].name, ax[-1].name}
+    if tileable and contraction and dot_ok and not small_tail and not thin:
         i, j = ax[-2].name, ax[-1].name
         # Each contraction computed in this program keeps an output tile (f32) in shared
         # memory on the C-like GPU backends: together within the smallest limit (48 KiB).
@@ -329,7 +334,7 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
         return
 
     red_own = _reduce_width(r, dims)
-    if _bare_contraction(r.body) and len(ax) >= 2 and not thin and \
+    if _bare_contraction(r.body) and tileable and not thin and \
             all(_size(a, dims) >= 16 for a in ax[-2:]):
         red_own = 1  # a matrix-unit step: its operand tiles, not their product, count
     if len(ax) == 1:

@@ -182,3 +182,46 @@ def test_lower_a_jagged_spec_without_its_total_length():
                                     "--shape", "max_len=16"])
     assert res.exit_code == 0, res.output
     assert "def launch" in res.output
+
+
+BACKENDS = ("cpu", "numba", "mtia", "triton", "cuda")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_jagged_contraction_default_is_legal(backend):
+    """sum over a jagged l of w[b, l - start] * values[l, d] once took the matrix-product
+    default (b and d in 2-d tiles, l split in steps): l's bounds follow b, so every backend
+    refused it (semantics.split_varying), and the search found nothing from it. Legal at a
+    large shape on every backend, right at small ones."""
+    op = spec("weighted_pool")
+    pipeline.lower(op, None, {"Bp": 256, "Pp": 32, "Dp": 128, "Tp": 4096}, get(backend))
+    pipeline.lower(op, None, {"Bp": 4096, "Pp": 4096, "Dp": 4096, "Tp": 1 << 24}, get(backend))
+    if backend in ("cpu", "numba"):
+        def make(rng):
+            lens = np.array([0, 5, 1, 3, 5, 2, 0])
+            off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+            return {"values": rng.standard_normal((int(off[-1]), 3)).astype(np.float32),
+                    "offsets": off, "w": rng.standard_normal((7, 5)).astype(np.float32)}
+        dims = {"Bp": 7, "Pp": 5, "Dp": 3, "Tp": 16}
+        assert not opcheck.check(op, dims, get(backend), make=make)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_guest_reduction_tile_is_its_own(backend):
+    """A segment's mean over (k, dd) computed in the program of an output that tiles the
+    segment's rows and columns was counted on the output's tile as well (131072 elements
+    at D=300, max_len=700: refused on cpu and numba). Legal there, and right."""
+    op = spec("segment_center")
+    dims = {"Bc": 3, "Dc": 300, "Tc": 1011}
+    params = {"max_len": 700}
+
+    def make(rng):
+        off = np.array([0, 700, 700, 1011], np.int64)
+        return {"values": rng.standard_normal((1011, 300)).astype(np.float32), "offsets": off}
+
+    kw = {"interpret": True} if backend == "triton" else {"emulate": True} \
+        if backend == "cuda" else {}
+    be = get(backend, **kw)
+    pipeline.lower(op, None, {**dims, **params}, be)
+    if backend in ("cpu", "numba", "mtia"):
+        assert not opcheck.check(op, dims, be, params=params, make=make, seeds=(0,))

@@ -16,6 +16,7 @@ from kevolve.ir.builder import (
     input,
     jagged_axis,
     max_,
+    maximum,
     op,
     param,
     reduce_axis,
@@ -88,3 +89,30 @@ lj = jagged_axis("l", start=offsets[bj], end=offsets[bj + 1], max_extent=param("
                  reduce=True)
 jagged_sum = op("jagged_sum", inputs=[values, offsets], outputs=[
     compute("out", (bj, dj), sum_(values[lj, dj], over=lj))])
+
+# a contraction over a segment whose bounds follow an output axis (position-weighted
+# pooling: sum over a jagged l of w[b, l - start] * values[l, d]): not a tiled matrix product
+Tp, Bp, Pp, Dp = dims("Tp Bp Pp Dp")
+pvalues = input("values", (Tp, Dp), f32)
+poffsets = input("offsets", (Bp + 1,), i64)
+pw = input("w", (Bp, Pp), f32)
+bp, dp = axes("b d", Bp, Dp)
+lp = jagged_axis("l", start=poffsets[bp], end=poffsets[bp + 1], max_extent=Pp, reduce=True)
+weighted_pool = op("weighted_pool", inputs=[pvalues, poffsets, pw], outputs=[
+    compute("pooled", (bp, dp), sum_(pw[bp, lp - poffsets[bp]] * pvalues[lp, dp], over=lp))])
+
+# a segment's statistic over two reduce axes computed in the program of an output that
+# tiles the segment's rows: the statistic's tile is its own, not the output's
+Tc, Bc, Dc = dims("Tc Bc Dc")
+cvalues = input("values", (Tc, Dc), f32)
+coffsets = input("offsets", (Bc + 1,), i64)
+bc_, dc = axes("b d", Bc, Dc)
+ml = param("max_len")
+lc = jagged_axis("l", start=coffsets[bc_], end=coffsets[bc_ + 1], max_extent=ml)
+kc = jagged_axis("k", start=coffsets[bc_], end=coffsets[bc_ + 1], max_extent=ml, reduce=True)
+ddc = reduce_axis("dd", Dc)
+cmean = compute("mean", (bc_,), sum_(cvalues[kc, ddc], over=(kc, ddc))
+                / cast(maximum((coffsets[bc_ + 1] - coffsets[bc_]) * Dc, 1), f32))
+segment_center = op("segment_center", inputs=[cvalues, coffsets], outputs=[
+    compute("out", (bc_, lc, dc), cvalues[lc, dc] - cmean[bc_], shape=(Tc, Dc),
+            store=(lc, dc))])
