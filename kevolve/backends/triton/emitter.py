@@ -244,8 +244,14 @@ class KernelWriter:
         self.w(f"{v}_l = {local}")
         self.w(f"{v} = {v}_l" if st == "0" else f"{v} = {st} + {v}_l")
         ctx.axes[a.name] = v
+        # lanes where an axis this one's bounds follow is out of range (past a segment's
+        # end) are out of range here too: their bounds would reach past the buffer
+        deps = sorted({n.axis.name for e in (a.start, a.extent) for n in walk(e)
+                       if isinstance(n, AxisRef)})
+        outer = mask_of(Ctx(ctx.axes, ctx.masks), deps)
         if m.masked:
-            self.w(f"{v}_m = {v}_l < {ext}")
+            self.w(f"{v}_m = {v}_l < {ext}" if outer is None else
+                   f"{v}_m = ({v}_l < {ext}) & {outer}")
             ctx.masks[a.name] = f"{v}_m"
             if a.max_extent is not None and any(isinstance(n, AxisRef) for n in walk(a.extent)):
                 # A bound that varies with another block axis (a triangle) makes a 2-d mask;

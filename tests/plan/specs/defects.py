@@ -5,6 +5,7 @@ bf16 contraction stored as bf16, a normalization over a middle axis, a jagged su
 
 from kevolve.ir.builder import (
     abs_,
+    axis,
     axes,
     bf16,
     cast,
@@ -116,3 +117,16 @@ cmean = compute("mean", (bc_,), sum_(cvalues[kc, ddc], over=(kc, ddc))
 segment_center = op("segment_center", inputs=[cvalues, coffsets], outputs=[
     compute("out", (bc_, lc, dc), cvalues[lc, dc] - cmean[bc_], shape=(Tc, Dc),
             store=(lc, dc))])
+
+# a reduce axis whose extent follows a jagged axis of the stage (a cumulative sum within
+# each segment, written as a sum over its prefix)
+Ts, Bs, Ds = dims("Ts Bs Ds")
+svalues = input("values", (Ts, Ds), f32)
+soffsets = input("offsets", (Bs + 1,), i64)
+bs, ds = axes("b d", Bs, Ds)
+ls = jagged_axis("l", start=soffsets[bs], end=soffsets[bs + 1], max_extent=param("max_len"))
+kks = axis("kk", ls + 1 - soffsets[bs], start=soffsets[bs], max_extent=param("max_len"),
+           reduce=True)
+segment_prefix = op("segment_prefix", inputs=[svalues, soffsets], outputs=[
+    compute("out", (bs, ls, ds), sum_(svalues[kks, ds], over=kks), shape=(Ts, Ds),
+            store=(ls, ds))])
