@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import ShapeError
+from ..ops.spec import negative_size
 
 SHAPE_HELP = ("A preset (small, cpu, gpu) and/or NAME=VAL overrides, e.g. --shape cpu "
               "--shape N=1024. Default: cpu on CPU backends, gpu on GPU backends.")
@@ -75,7 +76,11 @@ def check(opdef, preset: str, over: dict) -> dict:
             raise bad_shape(f"{k}={v}: a size cannot be negative")
         if isinstance(base[k], str) and not isinstance(v, str):
             raise bad_shape(f"{k}={v}: {k} takes a word like {base[k]!r}, not a number")
-    return {**base, **over}
+    shape = {**base, **over}
+    why = negative_size(opdef.op_for(shape), shape)
+    if why:
+        raise bad_shape(f"{why}; give sizes that keep it 0 or more")
+    return shape
 
 
 def resolve(op_ref: str, shape_args: tuple[str, ...], gpu: bool):

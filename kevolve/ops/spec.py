@@ -161,13 +161,63 @@ def _size(op: Op, env: dict[str, int]) -> tuple[int, int]:
     return buf, work
 
 
+def _sizes_of(op: Op):
+    """Every buffer dim and axis extent written over dims alone (L - K + 1, F * (F - 1))."""
+    for b in list(op.inputs) + [s.out for s in op.stages]:
+        yield from b.shape
+    for st in op.stages:
+        for a in st.axes + st.reduce_axes:
+            yield a.max_extent if a.max_extent is not None else a.extent
+
+
+def negative_size(op: Op, shape: Mapping) -> str | None:
+    """What in `op` a shape dict makes negative (a buffer dim, an axis extent written over
+    dims alone), said with the values; None when every such size is 0 or more."""
+    from ..ir.printer import expr as expr_text
+
+    env = {k: v for k, v in shape.items() if isinstance(v, int) and not isinstance(v, bool)}
+    where = [(f"input {b.name!r}", b.shape) for b in op.inputs] + \
+        [(f"stage {st.name!r}", st.out.shape) for st in op.stages] + \
+        [(f"axis {a.name!r} of stage {st.name!r}", (a.extent,)) for st in op.stages
+         for a in st.axes + st.reduce_axes]
+    for what, sizes in where:
+        for e in sizes:
+            v = _bound(e, env)
+            if v is not None and v < 0:
+                vals = ", ".join(f"{n}={env[n]}" for n in sorted(
+                    {x.name for x in walk(e) if isinstance(x, Dim)}))
+                return f"{what} has size {expr_text(e)} = {v} at {vals}"
+    return None
+
+
+def _fit(op: Op, an, shape: dict) -> dict:
+    """`shape` with the dims that a size shrinks with (K in L - K + 1) halved until every
+    size written over dims alone is at least 1: sizes drawn one per dim know nothing of
+    the op's constraints (a convolution's kernel longer than its input)."""
+    shape = dict(shape)
+    for _ in range(64):
+        env = _env(op, an, {k: v for k, v in shape.items() if isinstance(v, int)})
+        bad = next((e for e in _sizes_of(op) if (_bound(e, env) or 1) < 1), None)
+        if bad is None:
+            return shape
+        v = _bound(bad, env)
+        shrink = [d for d in {n.name for n in walk(bad) if isinstance(n, Dim)}
+                  if shape.get(d, 1) > 1 and (_bound(bad, {**env, d: env[d] + 1}) or v) < v]
+        if not shrink:
+            return shape
+        for d in shrink:
+            shape[d] = max(1, shape[d] // 2)
+    return shape
+
+
 def derived_presets(op: Op, an=None) -> dict[str, dict]:
     """small (distinct small sizes), cpu and gpu (one power of two for every dim, the
     largest whose buffers and loop nests fit the preset's budget)."""
     an = an or analyse(op)
     free = free_dims(op, an)
     extra = {"lengths": "uniform"} if an.offsets else {}
-    out = {"small": {d: _SMALL[i % len(_SMALL)] for i, d in enumerate(free)} | extra}
+    out = {"small": _fit(op, an, {d: _SMALL[i % len(_SMALL)] for i, d in enumerate(free)})
+           | extra}
     for name in PRESETS[1:]:
         max_buf, max_work = _LIMITS[name]
         best = _SIZES[0]
@@ -185,10 +235,10 @@ def derived_edges(op: Op, an=None) -> tuple[dict, ...]:
     an = an or analyse(op)
     free = free_dims(op, an)
     ones = {d: 1 for d in free}
-    primes = {d: _PRIMES[i % len(_PRIMES)] for i, d in enumerate(free)}
+    primes = _fit(op, an, {d: _PRIMES[i % len(_PRIMES)] for i, d in enumerate(free)})
     if not an.offsets:
         return (ones, primes)
-    small = {d: _SMALL[i % len(_SMALL)] for i, d in enumerate(free)}
+    small = _fit(op, an, {d: _SMALL[i % len(_SMALL)] for i, d in enumerate(free)})
     return (ones | {"lengths": "uniform"}, primes | {"lengths": "uniform"},
             small | {"lengths": "empty"}, small | {"lengths": "one_long"},
             small | {"lengths": "full"}, primes | {"lengths": "skewed"})

@@ -247,6 +247,13 @@ def default_trace(op: Op, dims: dict[str, int] | None = None) -> Trace:
     dec: dict[str, int] = {}
     inline = {s.name for s in op.stages if s.name not in op.outputs and s.store is None
               and not any(isinstance(n, Reduce) for n in walk(s.body))}
+    # an operand of a matrix product (relu(A) in relu(A) @ B) stays a kernel of its own:
+    # inlined, the product's operands are no longer loads and it loses the matrix units
+    for c in [s for s in op.stages if _bare_contraction(s.body)]:
+        for name in {n.buffer.name for r in walk(c.body) if isinstance(r, Reduce)
+                     for n in walk(r.body) if isinstance(n, Load)} & inline:
+            if not _bare_contraction(_effective(op, {name})[c.name]):
+                inline.discard(name)
     eff = _effective(op, inline)
     place = _placements(op, inline, eff)
     roots = [s for s in op.stages if place.get(s.name, s.name) == ""
@@ -288,11 +295,11 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
     tiles: dict[str, int] = {}  # root axis -> its tile size (1 on the grid)
     outer: dict[str, str] = {}  # root axis split into a loop -> that loop's name
     grid: list[str] = []
-    contraction = _contraction(r.body) or any(_contraction(g.body) for g in guests)
+    contraction = _contraction(eff[rname]) or any(_contraction(eff[g.name]) for g in guests)
     last2 = [_bound(a.bound, dims) for a in ax[-2:]]
     thin = any(b is not None and b < THIN for b in last2)
     small_tail = all((b or UNKNOWN) <= 64 for b in last2)
-    dot_ok = _bare_contraction(r.body) or any(_bare_contraction(g.body) for g in guests)
+    dot_ok = _bare_contraction(eff[rname]) or any(_bare_contraction(eff[g.name]) for g in guests)
     # a contraction over a segment whose bounds follow an output axis (sum over a jagged
     # l of w[b, l] * v[l, d]) cannot tile that axis: b must stay one per program
     varying = {n.axis.name for c in [r, *guests] for a in c.reduce_axes
@@ -302,7 +309,7 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
         i, j = ax[-2].name, ax[-1].name
         # Each contraction computed in this program keeps an output tile (f32) in shared
         # memory on the C-like GPU backends: together within the smallest limit (48 KiB).
-        n_dots = sum(_contraction(g.body) for g in guests) + _contraction(r.body)
+        n_dots = sum(_contraction(eff[g.name]) for g in guests) + _contraction(eff[rname])
         side = 128
         while n_dots > 1 and side > 16 and n_dots * side * side * 4 > SHARED_BYTES:
             side //= 2
@@ -323,18 +330,18 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
         for g in guests:
             k = (2, op.stages.index(g))
             moves.append({"m": "compute_at", "stage": g.name, "at": [rname, level], "_k": k})
-            if _bare_contraction(g.body):
+            if _bare_contraction(eff[g.name]):
                 dec.setdefault("$BK", 32)
                 moves.append({"m": "split", "stage": g.name, "axis": g.reduce_axes[0].name,
                               "size": "$BK", "_k": k})
-        if _bare_contraction(r.body):
+        if _bare_contraction(eff[rname]):
             dec.setdefault("$BK", 32)
             moves.append({"m": "split", "stage": rname, "axis": r.reduce_axes[0].name,
                           "size": "$BK", "_k": (4,)})
         return
 
     red_own = _reduce_width(r, dims)
-    if _bare_contraction(r.body) and tileable and not thin and \
+    if _bare_contraction(eff[rname]) and tileable and not thin and \
             all(_size(a, dims) >= 16 for a in ax[-2:]):
         red_own = 1  # a matrix-unit step: its operand tiles, not their product, count
     if len(ax) == 1:
@@ -382,6 +389,22 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
         # Programs too small to hide latency: fold trailing grid axes back into the tile.
         while n_grid > 1 and (tile_from(n_grid) or MIN_TILE) < MIN_TILE:
             n_grid -= 1
+        # a reduction whose bounds follow a tile axis (k in [j, N)) stays whole beside the
+        # tile; where the two outgrow a program, that axis goes on the grid, one per
+        # program, and the reduction is looped over in chunks
+        for k, a in enumerate(ax):
+            if k < n_grid or a.name not in varying or a.is_jagged:
+                continue
+            whole = 1  # the largest of the stages' reductions that follow `a`
+            for c in [r, *guests]:
+                w = 1
+                for x in c.reduce_axes:
+                    if a.name in {n.axis.name for e in (x.start, x.extent) for n in walk(e)
+                                  if isinstance(n, AxisRef)}:
+                        w *= _size(x, dims) if dims is not None else UNKNOWN
+                whole = max(whole, w)
+            if (tile_from(n_grid) or UNKNOWN) * whole > MAX_TILE:
+                n_grid = k + 1
         for a in ax[:n_grid]:
             own_moves.append({"m": "bind", "stage": rname, "axis": a.name, "to": "grid"})
             grid.append(a.name)
@@ -423,7 +446,7 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
         if along is not None and along not in grid and outer.get(along, level) == level:
             # a running value along an axis of this program's tile (logcumsumexp's max)
             moves.append({"m": "reduction", "stage": g.name, "strategy": "scan", "_k": k})
-        elif _bare_contraction(g.body) and not thin:
+        elif _bare_contraction(eff[g.name]) and not thin:
             dec.setdefault("$BK", 32)
             moves.append({"m": "split", "stage": g.name, "axis": g.reduce_axes[0].name,
                           "size": "$BK", "_k": k})
@@ -441,7 +464,7 @@ def _root_moves(op: Op, r: Compute, guests: list[Compute], eff, moves: list[dict
                       "_k": (4,)})
         part, _ = partial_stages(r, factor)
         _split_reduces(part, width, tiles, moves, dec, dims, (4,))
-    elif red_own > 1 or not _bare_contraction(r.body):
+    elif red_own > 1 or not _bare_contraction(eff[rname]):
         _split_reduces(r, width, tiles, moves, dec, dims, (4,))
 
 

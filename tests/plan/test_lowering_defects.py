@@ -244,3 +244,33 @@ def test_a_reduce_axis_following_a_segment_stays_inside_it(backend, lens):
     dims = {"Bs": len(lens), "Ds": 3, "Ts": int(off[-1])}
     assert not opcheck.check(spec("segment_prefix"), dims, get(backend, **kw),
                              params={"max_len": max(max(lens), 1)}, make=make)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_product_of_a_pointwise_producer_keeps_its_matrix_units(backend):
+    """relu(A) @ B with relu a stage of its own: the default took the matrix-product tiles
+    from the product's body as written, then inlined relu into it, so the step was no
+    longer a dot and its 128 x 128 x 32 tile was refused on cpu, numba and mtia. The
+    producer now stays a kernel of its own and the product a dot, legal everywhere."""
+    op = spec("relu_mm")
+    dims = {"Mr": 128, "Kr": 32, "Nr": 128}
+    moves = default_trace(op, dims).resolved()
+    assert not [m for m in moves if m["m"] == "inline"], moves
+    plan = pipeline.lower(op, None, dims, get(backend)).plan
+    assert steps(plan)["C"].strategy == "dot"
+    if backend in ("cpu", "numba"):
+        assert not opcheck.check(op, {"Mr": 5, "Kr": 7, "Nr": 3}, get(backend))
+        assert not opcheck.check(op, dims, get(backend), seeds=(0,))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_window_that_follows_an_output_axis_puts_it_on_the_grid(backend):
+    """k in [j, N) read with j (no running scan): the default tiled j, so k stayed whole
+    beside a tile of j (256 x N elements: refused from N = 257 on cpu and numba, and on
+    every backend at N = 4096). j now goes on the grid and k is looped over in chunks."""
+    op = spec("suffix_weighted")
+    for dims in ({"Mw": 64, "Nw": 257}, {"Mw": 4096, "Nw": 4096}):
+        pipeline.lower(op, None, dims, get(backend))
+    if backend in ("cpu", "numba"):
+        for dims in ({"Mw": 1, "Nw": 1}, {"Mw": 3, "Nw": 7}, {"Mw": 5, "Nw": 257}):
+            assert not opcheck.check(op, dims, get(backend), seeds=(0,))

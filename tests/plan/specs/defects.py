@@ -5,8 +5,8 @@ bf16 contraction stored as bf16, a normalization over a middle axis, a jagged su
 
 from kevolve.ir.builder import (
     abs_,
-    axis,
     axes,
+    axis,
     bf16,
     cast,
     compute,
@@ -130,3 +130,22 @@ kks = axis("kk", ls + 1 - soffsets[bs], start=soffsets[bs], max_extent=param("ma
 segment_prefix = op("segment_prefix", inputs=[svalues, soffsets], outputs=[
     compute("out", (bs, ls, ds), sum_(svalues[kks, ds], over=kks), shape=(Ts, Ds),
             store=(ls, ds))])
+
+# a matrix product of a pointwise producer (relu(A) @ B, relu a stage of its own)
+Mr, Kr, Nr = dims("Mr Kr Nr")
+Ar, Br = input("A", (Mr, Kr), f32), input("B", (Kr, Nr), f32)
+rr, cr = axes("r c", Mr, Kr)
+relu_a = compute("ra", (rr, cr), maximum(Ar[rr, cr], 0.0))
+ir2, jr2 = axes("i j", Mr, Nr)
+kr2 = reduce_axis("k", Kr)
+relu_mm = op("relu_mm", inputs=[Ar, Br], outputs=[
+    compute("C", (ir2, jr2), sum_(relu_a[ir2, kr2] * Br[kr2, jr2], over=kr2))])
+
+# a reduction whose window starts at an output axis and reads it (not a prefix scan):
+# y[i, j] = sum over k in [j, N) of x[i, k] * (k - j)
+Mw, Nw = dims("Mw Nw")
+xw = input("x", (Mw, Nw), f32)
+iw, jw = axes("i j", Mw, Nw)
+kw_ = axis("k", Nw - jw, start=jw, max_extent=Nw, reduce=True)
+suffix_weighted = op("suffix_weighted", inputs=[xw], outputs=[
+    compute("y", (iw, jw), sum_(xw[iw, kw_] * cast(kw_ - jw, f32), over=kw_))])
