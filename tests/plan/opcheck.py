@@ -110,3 +110,48 @@ def dims_of(op: Op) -> list[str]:
                 if isinstance(n, Dim) and n.name not in seen:
                     seen.append(n.name)
     return seen
+
+
+_INTERPRET_SCRIPT = """
+import pickle, sys
+sys.path[:0] = sys.argv[2:]
+import numpy as np
+import opcheck
+from kevolve.backends.registry import get
+op, dims, params, hosts = pickle.load(open(sys.argv[1], "rb"))
+it = iter(hosts)
+problems = opcheck.check(op, dims, get("triton", interpret=True), params=params,
+                         seeds=tuple(range(len(hosts))), make=lambda rng: next(it))
+print("PROBLEMS", repr(problems))
+"""
+
+
+def check_interpreted(op: Op, dims: dict, params: dict | None = None, seeds=(0, 1),
+                      make=None, tmp_dir=None) -> list[str]:
+    """`check` on Triton's interpreter in a fresh process: the interpreter is a mode Triton
+    fixes when it is first imported, and a test process may have imported it without."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    params = dict(params or {})
+    hosts = []
+    for seed in seeds:
+        rng = np.random.default_rng(7000 + seed)
+        hosts.append(make(rng) if make else inputs_for(op, dims, params, rng))
+    here = Path(__file__).resolve().parent
+    with tempfile.TemporaryDirectory(dir=tmp_dir) as d:
+        path = Path(d) / "case.pkl"
+        path.write_bytes(pickle.dumps((op, dims, params, hosts)))
+        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        p = subprocess.run([sys.executable, "-c", _INTERPRET_SCRIPT, str(path), str(here),
+                            str(here.parent / "backends"), str(here.parents[1])],
+                           capture_output=True, text=True, env=env, timeout=600)
+    line = next((x for x in p.stdout.splitlines() if x.startswith("PROBLEMS ")), None)
+    if line is None:
+        return [f"the interpreter's process exited {p.returncode}: {p.stderr[-2000:]}"]
+    import ast
+    return ast.literal_eval(line[len("PROBLEMS "):])
