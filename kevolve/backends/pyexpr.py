@@ -234,10 +234,10 @@ def emit(e: Expr, ctx: Ctx, lang: PyLang, ptr: Callable[[str], str]) -> str:
                 return f"{lang.maximum if fl else lang.int_maximum or lang.maximum}({a}, {b})"
             if x.op == "min":
                 return f"{lang.minimum if fl else lang.int_minimum or lang.minimum}({a}, {b})"
-            if x.op in ("floordiv", "mod"):
-                return _floored(x, a, b, fl, lang)
+            if x.op in ("floordiv", "mod") or (x.op == "div" and not fl):
+                return _floored(x, a, b, fl, lang)  # integer `/` is `//` in the IR
             if x.op == "div":
-                return f"({a} / {b})" if fl else f"({a} {lang.intdiv} {b})"
+                return f"({a} / {b})"
             return f"({a} {lang.binops[x.op]} {b})"
         if isinstance(x, Where):
             # Tile languages evaluate both branches: a load in a branch is masked by the
@@ -262,14 +262,14 @@ def _floored(x: Binary, a: str, b: str, fl: bool, lang: PyLang) -> str:
     if fl:
         q = lang.unary["floor"](f"({a} / {b})")
         return q if x.op == "floordiv" else f"({a} - {q} * {b})"
-    op = lang.intdiv if x.op == "floordiv" else lang.binops["mod"]
+    op = lang.binops["mod"] if x.op == "mod" else lang.intdiv
     if lang.floor_native or (_nonneg(x.a) and _nonneg(x.b)):
         return f"({a} {op} {b})"
     bo = lang.binops
     r = f"({a} {bo['mod']} {b})"
     off = (f"(({r} {bo['ne']} 0) {bo['and']} (({r} {bo['lt']} 0) {bo['ne']} "
            f"({b} {bo['lt']} 0)))")  # a remainder whose sign differs from the divisor's
-    if x.op == "floordiv":
+    if x.op != "mod":
         q = f"({a} {lang.intdiv} {b})"
         return lang.where(off, f"({q} - 1)", q)
     return lang.where(off, f"({r} + {b})", r)

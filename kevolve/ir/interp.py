@@ -167,10 +167,10 @@ class _Run:
             return _UNARY[e.op](self.eval(e.x, dom))
         if isinstance(e, Binary):
             a, b = self.eval(e.a, dom), self.eval(e.b, dom)
-            if e.op == "div" and not dtype_of(e).is_float:
-                return np.floor_divide(a, np.where(b == 0, 1, b))
+            fn = np.floor_divide if e.op == "div" and not dtype_of(e).is_float else \
+                _BINARY[e.op]  # integer `/` is `//`, and 0 where the divisor is, as numpy's
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                return _BINARY[e.op](a, b)
+                return fn(a, b)
         if isinstance(e, Where):
             c = self.eval(e.cond, dom)
             return np.where(c, self._branch(e.a, dom, c), self._branch(e.b, dom, np.logical_not(c)))

@@ -13,7 +13,8 @@ The IR already says most of what makes an input valid; what it cannot say, a spe
   `j == target[i]`) from `[0, extent of the axis)`; one in a stage's `store=` (a
   scatter-add's index) from `[0, extent)` of the output dimension it indexes;
 - domains: an input fed (through casts) to log, sqrt or rsqrt is drawn positive, one that
-  divides is drawn away from zero;
+  divides is drawn away from zero (an integer divisor of either sign, where floor and
+  truncating division differ);
 - contractions: operands of `sum(A * B)` are scaled by extent^-1/4 each, so products summed
   over a long axis stay of order one in any storage type.
 """
@@ -176,7 +177,7 @@ def analyse(op: Op, declared: dict | None = None) -> Analysis:
 
     def mark(e: Expr, dom: Domain) -> None:
         e = _strip(e)
-        if isinstance(e, Load) and e.buffer.name in inputs and e.buffer.dtype.is_float:
+        if isinstance(e, Load) and e.buffer.name in inputs:
             old = domains.get(e.buffer.name, Domain())
             domains[e.buffer.name] = Domain(positive=old.positive or dom.positive,
                                             nonzero=old.nonzero or dom.nonzero)
@@ -210,7 +211,7 @@ def analyse(op: Op, declared: dict | None = None) -> Analysis:
                         index_of.setdefault(y.buffer.name, x.axis.extent)
             elif isinstance(node, Unary) and node.op in ("log", "sqrt", "rsqrt"):
                 mark(node.x, Domain(positive=True))
-            elif isinstance(node, Binary) and node.op == "div":
+            elif isinstance(node, Binary) and node.op in ("div", "floordiv", "mod"):
                 mark(node.b, Domain(nonzero=True))
             elif isinstance(node, Binary) and node.op == "pow":
                 mark(node.a, Domain(positive=True))
@@ -287,8 +288,11 @@ def derive(op: Op, shape: dict, rng: np.random.Generator, analysis: Analysis):
             else:
                 lo, hi = (1, 17) if dom is not None and (dom.positive or dom.nonzero) \
                     else (0, 16)
-            out[b.name] = rng.integers(lo, max(hi, lo + 1), size=shp, dtype=np.int64) \
-                .astype(b.dtype.np)
+            v = rng.integers(lo, max(hi, lo + 1), size=shp, dtype=np.int64)
+            if dom is not None and dom.nonzero and not dom.positive and \
+                    b.name not in analysis.index_of and dom.lo is None and dom.hi is None:
+                v = v * rng.choice(np.array([-1, 1]), size=shp)  # floor vs truncation
+            out[b.name] = v.astype(b.dtype.np)
         else:
             out[b.name] = as_dtype(_floats(rng, shp, analysis, b.name, env), b.dtype.name)
     params = {p.name: env[p.name] for p in op.params if p.name in env}

@@ -1,8 +1,9 @@
 """`//` and `%` round as the IR, numpy and torch define them (the quotient toward -inf, the
-remainder with the divisor's sign) on every backend, where C and Triton truncate toward
-zero: integer values of both signs over positive and negative divisors, a divisor read
-from a buffer, and floats (which C's `%` refuses and `/` alone does not floor). Index
-arithmetic whose sides cannot be negative keeps the plain operators."""
+remainder with the divisor's sign; `/` of two integers is `//`) on every backend, where C
+and Triton truncate toward zero: integer values of both signs over positive and negative
+divisors, a divisor read from a buffer, and floats (which C's `%` refuses and `/` alone
+does not floor). Index arithmetic whose sides cannot be negative keeps the plain
+operators."""
 
 from __future__ import annotations
 
@@ -22,10 +23,13 @@ def int_division():
     N = dims("N")
     h, d = input("h", (N,), i64), input("d", (N,), i64)
     (n,) = axes("n", N)
+    # past 2^24: kept between stages of one kernel as an integer, not a float
+    big = compute("big", (n,), h[n] * 1000003 + d[n], dtype=i64)
     return op("int_division", inputs=[h, d], outputs=[
         compute("q3", (n,), h[n] // 3, dtype=i64), compute("r3", (n,), h[n] % 3, dtype=i64),
         compute("qm2", (n,), h[n] // -2, dtype=i64), compute("rm2", (n,), h[n] % -2, dtype=i64),
-        compute("qd", (n,), h[n] // d[n], dtype=i64), compute("rd", (n,), h[n] % d[n], dtype=i64)])
+        compute("qd", (n,), h[n] // d[n], dtype=i64), compute("rd", (n,), h[n] % d[n], dtype=i64),
+        compute("qt", (n,), h[n] / d[n], dtype=i64), big, compute("bq", (n,), big[n] // 7)])
 
 
 def float_division():
@@ -55,6 +59,8 @@ def test_the_interpreter_floors_like_torch():
     assert got["rm2"].tolist() == torch.remainder(th, -2).tolist()
     assert got["qd"].tolist() == torch.div(th, td, rounding_mode="floor").tolist()
     assert got["rd"].tolist() == torch.remainder(th, td).tolist()
+    assert got["qt"].tolist() == got["qd"].tolist()  # `/` of integers is `//`
+    assert got["bq"].tolist() == torch.div(th * 1000003 + td, 7, rounding_mode="floor").tolist()
     x = floats(rng, 97)["x"].astype(np.float32)
     got = run(float_division(), {"x": x})
     np.testing.assert_allclose(got["r"], torch.remainder(torch.from_numpy(x), 0.75).numpy(),

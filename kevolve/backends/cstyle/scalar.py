@@ -15,6 +15,14 @@ from .language import CStyleLanguage
 from .stmts import AddTo, Assign, Comment, Decl, For, If, Prefetch
 
 
+def local_type(st: Step) -> str:
+    """The type a step's values are kept in between stages: f32 for every float stage
+    (bf16 and f16 are computed in f32), the stage's own type for an integer one (an int64
+    index above 2^24 does not survive a float)."""
+    dt = st.stage.out.dtype
+    return "f32" if dt.is_float else dt.name
+
+
 def ptr(name: str) -> str:
     """A buffer's pointer parameter in every C-family kernel."""
     return f"p_{name}"
@@ -183,7 +191,7 @@ class ScalarEmitter(KernelWalk):
             ctx.reduces[r] = self.reduce(st, r, ctx, out, size, idx)
         name = f"val_{st.stage.name}"
         if not st.is_root:
-            out.append(Decl(name, "f32", None, size))
+            out.append(Decl(name, local_type(st), None, size))
         vctx = ctx.child()
         # an accumulating store's points may hit one element twice: no simd lanes for it
         body = self.spatial_nest(st, vctx, out, simd_inner=not st.stage.accumulate)

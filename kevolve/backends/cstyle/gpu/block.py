@@ -35,7 +35,7 @@ from ....plan.walk import grid_count, grid_decode, reduces_in, scan_map
 from ....schedule.errors import MoveError
 from ...pyexpr import Ctx, emit
 from ..languages import CudaLanguage
-from ..scalar import ScalarEmitter, ptr
+from ..scalar import ScalarEmitter, local_type, ptr
 from ..stmts import Assign, Comment, Decl, For, If, Line, Range, Scope
 from .dot import DotBuilder
 from .tiles import Tiles
@@ -228,7 +228,7 @@ class GpuEmitter(ScalarEmitter):
             self.store(st, val, ctx, body)
             return
         name = f"val_{st.stage.name}"
-        out.append(Decl(name, "f32", val))
+        out.append(Decl(name, local_type(st), val))
         pctx.locals[st.stage.name] = name
         if st.store_out:  # an output computed here: thread 0 stores it too
             body = []
@@ -333,7 +333,7 @@ class GpuEmitter(ScalarEmitter):
             return
         size, idx = self.local_index(st)
         name = f"val_{st.stage.name}"
-        self.shared_array(name, "float", size)
+        self.shared_array(name, self.lang.types[local_type(st)], size)
         body.append(Assign(f"{name}[{idx}]", val))
         if st.store_out:  # an output computed here: stored as well as kept
             self.store(st, f"{name}[{idx}]", ctx, body)
