@@ -19,7 +19,7 @@ class Caps:
     """What a target can honour, declared as data (the third legality layer reads it)."""
 
     device: str  # cpu | cuda | hip | mtia
-    dtypes: tuple[str, ...] = ("f32", "f16", "bf16", "i32", "i64")
+    dtypes: tuple[str, ...] = ("f32", "f16", "bf16", "i32", "i64", "i8", "bool")
     moves: frozenset[str] = frozenset({"split", "reorder", "fuse", "bind", "vectorize",
                                        "unroll", "inline", "compute_at", "cache",
                                        "reduction", "launch"})

@@ -42,7 +42,7 @@ LDFLAGS = ("-shared", "-fopenmp")
 class CpuBackend(Backend):
     name = "cpu"
     # bf16 buffers are float32 on the host (kevolve's convention); stores round to bf16.
-    caps = Caps("cpu", dtypes=("f32", "bf16", "i32", "i64"), max_tile_elems=1 << 16,
+    caps = Caps("cpu", dtypes=("f32", "bf16", "i32", "i64", "i8", "bool"), max_tile_elems=1 << 16,
                 bind_targets=frozenset({"grid"}), renders=frozenset({"vectorize", "unroll"}))
 
     target = Target("cpu", tensor_lib="numpy", host_threads=True)

@@ -33,7 +33,7 @@ def require_numba():
 class NumbaBackend(Backend):
     name = "numba"
     # no f16: numba's nopython mode has no float16 arithmetic (its kernels fail at launch)
-    caps = Caps("cpu", dtypes=("f32", "bf16", "i32", "i64"), max_tile_elems=1 << 16,
+    caps = Caps("cpu", dtypes=("f32", "bf16", "i32", "i64", "i8", "bool"), max_tile_elems=1 << 16,
                 bind_targets=frozenset({"grid"}))
 
     def __init__(self, threads: int | None = None):

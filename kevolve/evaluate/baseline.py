@@ -43,6 +43,20 @@ def prepare(opdef, tensors: dict, params: dict, compile_too: bool | None = None
     def eager():
         return fn(tensors, params)
 
+    try:
+        with torch.no_grad():
+            eager()
+    except Exception as e:  # the spec's reference is wrong, not the kernel
+        from ..ir.errors import SpecError
+
+        first = (str(e).splitlines() or [""])[0][:300]
+        raise SpecError(
+            f"{opdef.name}'s torch reference {getattr(fn, '__qualname__', '')} raised "
+            f"{type(e).__name__}: {first}",
+            "a reference is called as reference(tensors, params), tensors a dict of the "
+            "op's inputs by name and params a dict of its sizes, and returns the output "
+            "(a tuple in output order for several); a torch function's name is called "
+            "with the inputs in order", loc=getattr(fn, "loc", None)) from e
     if not (compile_enabled() if compile_too is None else compile_too):
         return Reference(eager, None, "not timed (KEVOLVE_TORCH_COMPILE=0)")
     try:

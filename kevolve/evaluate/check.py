@@ -16,7 +16,8 @@ from ..ir.nodes import Op
 # |got - ref| <= atol + rtol * |ref|, per output dtype. fp32 kernels must be accurate to
 # fp32 (a tf32 or bf16 shortcut fails); bf16/f16 outputs are judged at their precision.
 TOLERANCE = {"f32": (2e-4, 2e-5), "bf16": (2e-2, 2e-2), "f16": (4e-3, 4e-3),
-             "i32": (0.0, 0.0), "i64": (0.0, 0.0)}
+             "i32": (0.0, 0.0), "i64": (0.0, 0.0),
+             "i8": (0.0, 0.0), "bool": (0.0, 0.0)}
 
 
 @dataclass(frozen=True)

@@ -47,10 +47,10 @@ __all__ = [
     "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs_",
     "sin", "cos", "floor", "ceil", "trunc", "round_", "log1p", "expm1",
     "maximum", "minimum", "where", "cast", "const", "eq", "ne",
-    "f32", "f16", "bf16", "i32", "i64",
+    "f32", "f16", "bf16", "i32", "i64", "i8", "bool_",
 ]
 
-f32, f16, bf16, i32, i64 = dt.f32, dt.f16, dt.bf16, dt.i32, dt.i64
+f32, f16, bf16, i32, i64, i8, bool_ = dt.f32, dt.f16, dt.bf16, dt.i32, dt.i64, dt.i8, dt.bool_
 
 
 def _names(spec: str, n: int | None = None) -> list[str]:
@@ -113,9 +113,12 @@ def axes(names: str, *extents) -> tuple[AxisRef, ...]:
                  for n, e in zip(_names(names, len(extents)), extents))
 
 
-def reduce_axis(name: str, extent, start=0) -> AxisRef:
+def reduce_axis(name: str, extent, start=0, *, max_extent=None) -> AxisRef:
+    """An axis to reduce over; an extent that varies (`j + 1`, a segment's length) needs
+    `max_extent`, its largest value, to size tiles and grids."""
     loc = user_location()
-    return AxisRef(Axis(name, _wrap(extent), _wrap(start), REDUCE, None, loc=loc))
+    return AxisRef(Axis(name, _wrap(extent), _wrap(start), REDUCE,
+                        None if max_extent is None else _wrap(max_extent), loc=loc))
 
 
 def jagged_axis(name: str, *, start, end, max_extent, reduce: bool = False) -> AxisRef:
@@ -218,9 +221,6 @@ def compute(name: str, axes, body, *, dtype=None, store=None, shape=None,
         if dtype_of(b) != t:
             b = Cast(b, t)
     t = dtype_of(b)
-    if t == dt.bool_:
-        raise SpecError("a stage cannot store booleans", "use where(cond, 1.0, 0.0)",
-                        stage=name, loc=loc)
     if shape is None:
         if store is not None:
             raise SpecError("store= needs shape=", "give the output buffer's shape",

@@ -41,12 +41,13 @@ bf16 = DType("bf16", 16, "float")
 f64 = DType("f64", 64, "float")
 i32 = DType("i32", 32, "int")
 i64 = DType("i64", 64, "int")
+i8 = DType("i8", 8, "int")
 bool_ = DType("bool", 8, "bool")
 
 _HOST = {"f32": "float32", "f16": "float16", "bf16": "float32", "f64": "float64",
-         "i32": "int32", "i64": "int64", "bool": "bool"}
-BY_NAME = {d.name: d for d in (f32, f16, bf16, f64, i32, i64, bool_)}
-BUFFER_DTYPES = ("f32", "f16", "bf16", "i32", "i64")
+         "i32": "int32", "i64": "int64", "i8": "int8", "bool": "bool"}
+BY_NAME = {d.name: d for d in (f32, f16, bf16, f64, i32, i64, i8, bool_)}
+BUFFER_DTYPES = ("f32", "f16", "bf16", "i32", "i64", "i8", "bool")
 
 
 def parse(name: str | DType) -> DType:
@@ -74,7 +75,7 @@ def promote(a: DType, b: DType) -> DType:
 # The torch dtype of each buffer dtype, by its name in torch (bf16 is torch.bfloat16 on the
 # device, unlike the host's float32): the one table, read without importing torch.
 TORCH_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64",
-               "i32": "int32", "i64": "int64", "bool": "bool"}
+               "i32": "int32", "i64": "int64", "i8": "int8", "bool": "bool"}
 
 
 def torch_dtype(name: str | DType):

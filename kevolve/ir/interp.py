@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import dtypes as dt
 from . import prefix
 from .errors import InterpError
 from .nodes import (
@@ -418,18 +419,20 @@ _BINARY = {
 
 def run(op: Op, inputs: dict[str, np.ndarray], params: dict[str, int] | None = None, *,
         check: bool = True) -> dict[str, np.ndarray]:
-    """Evaluate `op` on host arrays. Returns every output as float64 (int64 for int outputs).
-    Output elements no stage writes stay NaN (the evaluator treats them as don't-care)."""
+    """Evaluate `op` on host arrays. Returns every output as float64 (int64 for int outputs,
+    bool for bool ones). Output elements no stage writes stay NaN (the evaluator treats
+    them as don't-care)."""
     dims = bind_dims(op, inputs, params)
     bufs: dict[str, np.ndarray] = {}
     for b in op.inputs:
         a = np.asarray(inputs[b.name])
-        bufs[b.name] = a.astype(np.int64) if b.dtype.is_int else a.astype(np.float64)
+        bufs[b.name] = a.astype(np.int64) if b.dtype.is_int else a.astype(bool) \
+            if b.dtype == dt.bool_ else a.astype(np.float64)
     r = _Run(op, bufs, dims, check)
     for s in op.stages:
         shape = tuple(eval_int(d, dims) for d in s.out.shape)
         bufs[s.name] = np.full(shape, np.nan) if s.out.dtype.is_float else \
-            np.zeros(shape, dtype=np.int64)
+            np.zeros(shape, dtype=bool if s.out.dtype == dt.bool_ else np.int64)
         r.run_stage(s)
     return {n: bufs[n] for n in op.outputs}
 

@@ -305,6 +305,7 @@ def reference_fn(reference, op: Op, loc=None) -> Callable | None:
                 obj = getattr(obj, part)
             return _outputs(op, obj(*[t[n] for n in names], **kwargs))
         by_name.__qualname__ = reference
+        by_name.loc = loc
         return by_name
     if not callable(reference):
         raise SpecError(f"reference is a {type(reference).__name__}",
@@ -314,4 +315,5 @@ def reference_fn(reference, op: Op, loc=None) -> Callable | None:
     def call(t, p):
         return _outputs(op, reference(t, p))
     call.__qualname__ = getattr(reference, "__qualname__", "reference")
+    call.loc = loc
     return call

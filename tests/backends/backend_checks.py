@@ -22,8 +22,10 @@ from kevolve.schedule import Trace, apply_trace, default_trace
 SEEDS = (0, 1, 2)
 # (rtol, atol): atol is scaled by the output's largest finite reference magnitude (>= 1).
 TOL = {"f32": (1e-4, 1e-5), "f16": (2e-3, 2e-3), "bf16": (2e-2, 2e-2), "f64": (1e-9, 1e-9),
-       "i64": (0.0, 0.0), "i32": (0.0, 0.0)}
+       "i64": (0.0, 0.0), "i32": (0.0, 0.0), "i8": (0.0, 0.0), "bool": (0.0, 0.0)}
 INT_POISON = -(2 ** 31) + 7  # what an integer output holds until the kernel writes it
+# the same for 8-bit outputs (a bool output unwritten reads True where False is expected)
+POISON_8 = {"i8": -77, "bool": True}
 SEED_BASE = 1000  # seeds differ from the ones other suites use
 
 
@@ -48,7 +50,7 @@ def compare(op, got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> list[
     problems = []
     for name in op.outputs:
         dtype = op.stage(name).out.dtype.name
-        g, r = np.asarray(got[name], dtype=np.float64), ref[name]
+        g, r = np.asarray(got[name], dtype=np.float64), np.asarray(ref[name], dtype=np.float64)
         if g.shape != r.shape:
             problems.append(f"{name}: shape {g.shape}, expected {r.shape}")
             continue
@@ -93,14 +95,15 @@ def to_lib(op, host: dict[str, np.ndarray], lib: str) -> dict:
 
 def nan_outputs(op, dims: dict, lib: str) -> dict:
     shapes_ = output_shapes(op, dims)
-    poison = {n: np.nan if op.stage(n).out.dtype.is_float else INT_POISON for n in op.outputs}
+    poison = {n: np.nan if op.stage(n).out.dtype.is_float else
+              POISON_8.get(op.stage(n).out.dtype.name, INT_POISON) for n in op.outputs}
     if lib == "numpy":
         return {n: np.full(shapes_[n], poison[n], dtype=op.stage(n).out.dtype.np)
                 for n in op.outputs}
     import torch
 
     tt = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
-          "i64": torch.int64, "i32": torch.int32}
+          "i64": torch.int64, "i32": torch.int32, "i8": torch.int8, "bool": torch.bool}
     return {n: torch.full(shapes_[n], poison[n], dtype=tt[op.stage(n).out.dtype.name])
             for n in op.outputs}
 

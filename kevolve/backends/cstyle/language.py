@@ -138,12 +138,13 @@ class CStyleLanguage:
     float_const = staticmethod(c_float)
     # element type of a buffer (its pointer's type); bf16 buffers are float on the host
     buffer_types: dict[str, str] = {"f32": "float", "f64": "double", "i32": "int32_t",
-                                    "i64": "int64_t", "bool": "int", "f16": "_Float16",
+                                    "i64": "int64_t", "i8": "int8_t", "bool": "uint8_t",
+                                    "f16": "_Float16",
                                     "bf16": "float"}
     casts: dict[str, str] = {t: f"(({c})({{}}))" for t, c in buffer_types.items()}
     load_casts: dict[str, str] = {}  # buffer dtype -> "{}" template applied to loaded values
     # -- statements ----------------------------------------------------------------------
-    types: dict[str, str] = {"f32": "float", "i64": "int64_t", "i32": "int32_t",
+    types: dict[str, str] = {"f32": "float", "i64": "int64_t", "i32": "int32_t", "i8": "int8_t",
                              "f64": "double", "bool": "int"}  # of declarations
     ident = {"sum": "0.0f", "max": "(-INFINITY)", "min": "INFINITY",
              "prod": "1.0f"}  # reduction identities
@@ -152,7 +153,8 @@ class CStyleLanguage:
     min_call = "kv_min({a}, {b})"
     to_acc = "(float)({})"  # a value converted to the accumulator type
     zero = "0.0f"
-    store_cast = {"bf16": "kv_round_bf16({})", "i64": "(int64_t)({})", "i32": "(int32_t)({})"}
+    store_cast = {"bf16": "kv_round_bf16({})", "i64": "(int64_t)({})", "i32": "(int32_t)({})",
+                  "i8": "(int8_t)({})", "bool": "(uint8_t)({})"}
     prefetch: str | None = None  # "{}" template for a prefetch of an address, if any
     line_bytes = 64
     unroll_pragma: str | None = "#pragma GCC unroll {}"

@@ -63,7 +63,7 @@ class CudaLanguage(CStyleLanguage):
     code_for_op = {**CStyleLanguage.code_for_op, "rsqrt": "rsqrtf({})"}
     casts = {**CStyleLanguage.casts, "bf16": "kv_round_bf16({})", "f16": "kv_round_f16({})"}
     load_casts = {"bf16": "kv_f32({})", "f16": "kv_f32({})"}  # 16-bit loads widen to float
-    buffer_types = {**CStyleLanguage.buffer_types, "bool": "int32_t", "bf16": "__nv_bfloat16",
+    buffer_types = {**CStyleLanguage.buffer_types, "bf16": "__nv_bfloat16",
                     "f16": "__half"}
     store_cast = {**CStyleLanguage.store_cast, "bf16": "kv_bf16({})", "f16": "kv_f16({})"}
     unroll_pragma, unroll_full = "#pragma unroll {}", "#pragma unroll"
@@ -148,7 +148,7 @@ class NumbaLanguage(CStyleLanguage):
     float_const = staticmethod(lambda v: py_float(v, "math.inf", "math.nan"))
     casts = {"f32": "np.float32({})", "f64": "np.float64({})", "bf16": "kv_round_bf16({})",
              "f16": "np.float16({})", "i32": "np.int32({})", "i64": "np.int64({})",
-             "bool": "bool({})"}
+             "i8": "np.int8({})", "bool": "bool({})"}
     types: dict[str, str] = {}
     ident = {"sum": "np.float32(0.0)", "max": "-np.inf", "min": "np.inf",
              "prod": "np.float32(1.0)"}

@@ -25,7 +25,7 @@ CUDA_LANG = CudaLanguage()
 
 # H200 / sm_90: 1024 threads per block; 48 KiB of static shared memory per block (227 KiB
 # with the dynamic opt-in, which kevolve does not use yet); 32-lane warps.
-CUDA_CAPS = Caps("cuda", dtypes=("f32", "bf16", "f16", "i32", "i64"),
+CUDA_CAPS = Caps("cuda", dtypes=("f32", "bf16", "f16", "i32", "i64", "i8", "bool"),
                  max_tile_elems=1 << 20, max_threads=1024, shared_bytes=48 * 1024,
                  vector_widths=(1, 2, 4, 8), max_warps=64, wavefront=32,
                  bind_targets=frozenset({"grid", "threads"}),

@@ -54,7 +54,8 @@ _LDS = {"gfx90a": 64 * 1024, "gfx940": 64 * 1024, "gfx942": 64 * 1024}
 
 def _caps(platform: str, wavefront: int, arch: str) -> Caps:
     shared = 48 * 1024 if platform == "nvidia" else _LDS.get(arch, 64 * 1024)
-    return Caps("hip", dtypes=("f32", "bf16", "f16", "i32", "i64"), max_tile_elems=1 << 20,
+    return Caps("hip", dtypes=("f32", "bf16", "f16", "i32", "i64", "i8", "bool"),
+                max_tile_elems=1 << 20,
                 max_threads=1024, shared_bytes=shared, vector_widths=(1, 2, 4, 8),
                 max_warps=64, wavefront=wavefront,
                 bind_targets=frozenset({"grid", "threads"}),

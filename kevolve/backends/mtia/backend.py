@@ -46,7 +46,7 @@ class MtiaCaps(Caps):
 
 
 def caps_for(m: MachineModel) -> MtiaCaps:
-    return MtiaCaps("mtia", dtypes=("f32", "bf16", "i32", "i64"),
+    return MtiaCaps("mtia", dtypes=("f32", "bf16", "i32", "i64", "i8", "bool"),
                     strategies=frozenset({"auto", "single", "looped", "online", "scan"}),
                     max_tile_elems=m.local_bytes, shared_bytes=m.local_bytes,
                     vector_widths=tuple(w for w in (1, 2, 4, 8, 16, 32, 64)

@@ -15,7 +15,7 @@ from .builder import TOKEN, Access, DotSite, MtiaEmitter
 from .language import MTIA_LANG, Alloc, Call, Dma, Wait
 from .model import MachineModel, ProgramCost
 
-DEVICE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "i32": 4, "i64": 8, "f64": 8, "bool": 1}
+DEVICE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "i32": 4, "i64": 8, "i8": 1, "f64": 8, "bool": 1}
 IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 
 

@@ -24,7 +24,7 @@ from .backend import TritonBackend, load_module, require_triton
 
 TARGETS = {"cuda:90": ("cuda", 90, 32), "hip:gfx942": ("hip", "gfx942", 64)}
 TRITON_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "f64": "fp64", "i32": "i32",
-                "i64": "i64", "bool": "i1"}
+                "i64": "i64", "i8": "i8", "bool": "i1"}
 _I32 = (-2**31, 2**31 - 1)
 
 

@@ -28,7 +28,7 @@ from ..pyexpr import Ctx, PyLang, axes_in, emit, linear_offset, mask_of, py_floa
 from . import bulk, gelu
 
 TL = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16", "i32": "tl.int32",
-      "i64": "tl.int64", "f64": "tl.float64", "bool": "tl.int1"}
+      "i64": "tl.int64", "i8": "tl.int8", "f64": "tl.float64", "bool": "tl.int1"}
 TORCH = {k: f"torch.{dt.TORCH_NAMES[k]}" for k in dt.BUFFER_DTYPES}  # as generated code spells them
 IDENT = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0"}
 COMBINE = {"sum": "{a} + {b}", "max": "tl.maximum({a}, {b})", "min": "tl.minimum({a}, {b})",
