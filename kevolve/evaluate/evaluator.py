@@ -28,6 +28,7 @@ import numpy as np
 
 from ..backends.compiler_reports import totals
 from ..errors import CandidateError, InternalError, KevolveError, LaunchError, WrongResult
+from ..ir.errors import InterpError
 from ..ir.interp import bind_dims
 from .check import (
     alloc_outputs,
@@ -232,7 +233,12 @@ class Evaluator:
             _set_threads(job.threads)
         for shape in job.check_shapes:
             for seed in job.seeds:
-                self._check(opdef, op, trace, be, shape, seed, diag, lib, device, gpu, sync)
+                try:
+                    self._check(opdef, op, trace, be, shape, seed, diag, lib, device, gpu,
+                                sync)
+                except InterpError as e:  # the op refuses this shape, whatever the kernel
+                    raise InterpError(f"at the checked shape {shape}: "
+                                      f"{e}") from e
         bench_seed = job.seeds[0] if job.seeds else 0
         src, k, case, ins, outs, dims, ref, pristine = self._check(
             opdef, op, trace, be, job.bench_shape, bench_seed, diag, lib, device, gpu, sync,

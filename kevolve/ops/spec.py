@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 
 from ..ir.errors import SpecError
 from ..ir.interp import eval_int
-from ..ir.nodes import Dim, Op, walk
+from ..ir.nodes import Binary, Dim, Op, walk
 from .base import PRESETS, OpDef
 from .inputs import LENGTH_DISTS, Domain, Lengths, analyse, free_dims
 
@@ -191,18 +191,31 @@ def negative_size(op: Op, shape: Mapping) -> str | None:
 
 
 def _fit(op: Op, an, shape: dict) -> dict:
-    """`shape` with the dims that a size shrinks with (K in L - K + 1) halved until every
-    size written over dims alone is at least 1: sizes drawn one per dim know nothing of
-    the op's constraints (a convolution's kernel longer than its input)."""
+    """`shape` with the dims that a size shrinks with (K in L - K + 1, G in C // G) halved
+    until every size written over dims alone is at least 1: sizes drawn one per dim know
+    nothing of the op's constraints (a convolution's kernel longer than its input, more
+    groups than channels). A size `C // G` of two dims is taken as exact (channels split
+    into groups): C is rounded down to a multiple of G."""
     shape = dict(shape)
+    exact = {(e.a.name, e.b.name) for s in _sizes_of(op) for e in walk(s)
+             if isinstance(e, Binary) and e.op == "floordiv" and isinstance(e.a, Dim)
+             and isinstance(e.b, Dim)}
+
+    def small(e, env) -> bool:
+        v = _bound(e, env)
+        return v is not None and v < 1
+
     for _ in range(64):
         env = _env(op, an, {k: v for k, v in shape.items() if isinstance(v, int)})
-        bad = next((e for e in _sizes_of(op) if (_bound(e, env) or 1) < 1), None)
+        bad = next((e for e in _sizes_of(op) if small(e, env)), None)
         if bad is None:
+            for a, b in exact:
+                if isinstance(shape.get(a), int) and isinstance(shape.get(b), int):
+                    shape[a] = max(shape[a] // shape[b], 1) * shape[b]
             return shape
         v = _bound(bad, env)
         shrink = [d for d in {n.name for n in walk(bad) if isinstance(n, Dim)}
-                  if shape.get(d, 1) > 1 and (_bound(bad, {**env, d: env[d] + 1}) or v) < v]
+                  if shape.get(d, 1) > 1 and (_bound(bad, {**env, d: 1}) or v) > v]
         if not shrink:
             return shape
         for d in shrink:

@@ -1,7 +1,10 @@
 """Sizes that dims constrain (a valid convolution's output L - K + 1): the presets and edge
 shapes derived for a spec keep every such size at least 1 (one size per dim once gave
 K=9 > L=4 and a traceback from allocating a negative dim), and a shape given on the command
-line that makes one negative is exit 2 naming the stage, the size and the values."""
+line that makes one negative is exit 2 naming the stage, the size and the values. Channels
+split into groups (C // G, G a param): the derived shapes keep C // G at least 1 and C a
+multiple of G (primes gave C=3, G=17: a C kernel divided by C // G = 0, SIGFPE), and a
+search checks and times them."""
 
 from __future__ import annotations
 
@@ -25,6 +28,34 @@ SPEC = textwrap.dedent("""
     y = compute("y", (b, co, o), sum_(x[b, ci, o + t] * w[co, ci, t], over=(ci, t)))
     conv1d = op("conv1d", inputs=[x, w], outputs=[y])
 """)
+
+
+GROUPS = textwrap.dedent("""
+    from kevolve.ir.builder import axes, compute, dims, f32, input, op, param, reduce_axis
+    from kevolve.ir.builder import cast, sum_
+    B, C, H = dims("B C H")
+    G = param("G")
+    x = input("x", (B, C, H), f32)
+    b, g = axes("b g", B, G)
+    rc, rh = reduce_axis("rc", C // G), reduce_axis("rh", H)
+    mean = compute("mean", (b, g), sum_(x[b, g * (C // G) + rc, rh], over=(rc, rh))
+                   / cast((C // G) * H, f32))
+    b2, c, h = axes("b2 c h", B, C, H)
+    y = compute("y", (b2, c, h), x[b2, c, h] - mean[b2, c // (C // G)])
+    centered = op("group_centered", inputs=[x], outputs=[y])
+""")
+
+
+def test_derived_shapes_split_channels_into_whole_groups(tmp_path):
+    path = tmp_path / "groups.py"
+    path.write_text(GROUPS)
+    d = resolve(str(path))
+    for sd in [d.shape(p) for p in d.shapes] + list(d.edge_shapes):
+        assert sd["C"] // sd["G"] >= 1 and sd["C"] % sd["G"] == 0, sd
+    assert conform(d, get("cpu"), seeds=(0,), backend_name="cpu").ok
+    r = CliRunner().invoke(main, ["evolve", str(path), "--backend", "cpu", "--budget", "1",
+                                  "--db", str(tmp_path / "a.db")])
+    assert r.exit_code == 0, r.output
 
 
 def test_derived_shapes_keep_constrained_sizes_positive(tmp_path):

@@ -98,6 +98,29 @@ def test_float_division_floors(name, n):
     assert not opcheck.check(float_division(), {"N": n}, backend(name), make=make)
 
 
+def strided_window():
+    """An output extent `(N - K) // 2 + 1` (a strided pool): its guards and grid are host
+    code, where the launcher's Python floors natively (tl.where outside a jit function
+    raised at launch)."""
+    from kevolve.ir.builder import max_, reduce_axis
+
+    N, K = dims("N K")
+    x = input("x", (N,), f32)
+    (o,) = axes("o", (N - K) // 2 + 1)
+    t = reduce_axis("t", K)
+    return op("strided_window", inputs=[x], outputs=[
+        compute("y", (o,), max_(x[o * 2 + t], over=t))])
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("n", [3, 13, 258])
+def test_strided_window_extent(name, n):
+    if name == "triton":
+        assert not opcheck.check_interpreted(strided_window(), {"N": n}, {"K": 3})
+        return
+    assert not opcheck.check(strided_window(), {"N": n}, backend(name), params={"K": 3})
+
+
 def test_index_arithmetic_keeps_plain_operators():
     from kevolve.ir.builder import axis
 

@@ -18,7 +18,7 @@ HOST_EXPR = PyLang(unary={}, maximum="max", minimum="min",
                    where=lambda c, a, b: f"(({a}) if ({c}) else ({b}))",
                    load=lambda p, off, mask, ld: f"{p}[{off}]",
                    cast=lambda c, t: f"int({c})" if t.is_int else f"float({c})",
-                   int_maximum="max", int_minimum="min")
+                   int_maximum="max", int_minimum="min", floor_native=True)
 
 
 def c_signature(plan: Plan, lang: CStyleLanguage, restrict: str) -> dict:

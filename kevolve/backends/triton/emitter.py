@@ -76,8 +76,9 @@ def _power(a: str, b: str, floating: bool) -> str:
 
 LANG, RAW = _lang(), _lang(raw=True)
 # The launcher's host Python (grids, guards, sizes): builtins, not tl.*, which exists only
-# inside @triton.jit functions.
-HOST = replace(LANG, maximum="max", minimum="min", int_maximum="max", int_minimum="min")
+# inside @triton.jit functions; Python's `//` and `%` already floor.
+HOST = replace(LANG, maximum="max", minimum="min", int_maximum="max", int_minimum="min",
+               where=lambda c, a, b: f"(({a}) if ({c}) else ({b}))", floor_native=True)
 
 
 def buffers(op: Op, plan: Plan) -> list[str]:
