@@ -42,7 +42,8 @@ LDFLAGS = ("-shared", "-fopenmp")
 class CpuBackend(Backend):
     name = "cpu"
     # bf16 buffers are float32 on the host (kevolve's convention); stores round to bf16.
-    caps = Caps("cpu", dtypes=("f32", "bf16", "i32", "i64", "i8", "bool"), max_tile_elems=1 << 16,
+    caps = Caps("cpu", dtypes=("f32", "bf16", "f16", "i32", "i64", "i8", "bool"),
+                max_tile_elems=1 << 16,
                 bind_targets=frozenset({"grid"}), renders=frozenset({"vectorize", "unroll"}))
 
     target = Target("cpu", tensor_lib="numpy", host_threads=True)
@@ -67,7 +68,8 @@ class CpuBackend(Backend):
         for b in op.inputs + tuple(s.out for s in op.stages):
             if b.dtype.name not in self.caps.dtypes:
                 raise MoveError(None, "backend.dtype", f"the cpu backend has no {b.dtype} "
-                                f"(buffer {b.name!r})", "use an f32 variant of the op")
+                                f"(buffer {b.name!r})", "use a variant of the op in one of "
+                                f"{', '.join(self.caps.dtypes)}")
         sig = c_signature(plan, CPU_LANG, "restrict")
         dims, names, bufs = sig["dims"], sig["names"], sig["buffers"]
         params, args = sig["params"], sig["args"]

@@ -51,7 +51,8 @@ class NumbaBackend(Backend):
         for b in op.inputs + tuple(s.out for s in op.stages):
             if b.dtype.name not in self.caps.dtypes:
                 raise MoveError(None, "backend.dtype", f"the numba backend has no {b.dtype} "
-                                f"(buffer {b.name!r})", "use an f32 or bf16 variant of the op")
+                                f"(buffer {b.name!r})", "use a variant of the op in one of "
+                                f"{', '.join(self.caps.dtypes)}, or the cpu backend")
         sig = module_signature(plan)
         dims, names = list(sig.dims), list(sig.names)
         params = ", ".join([f"p_{n}" for n in sig.every] + [f"d_{d}" for d in dims])

@@ -53,10 +53,23 @@ def compare(op: Op, got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> C
         if bad.any():
             k = int(np.flatnonzero(care)[np.flatnonzero(bad)[0]])
             idx = np.unravel_index(k, g.shape)
+            got, want = _shown(g[idx], r[idx], dtype)
             return CheckResult(False, worst, f"{name}: {int(bad.sum())} of {gc.size} elements "
-                               f"off; first at {tuple(int(i) for i in idx)}: got "
-                               f"{g[idx]:.6g}, want {r[idx]:.6g}")
+                               f"off; first at {tuple(int(i) for i in idx)}: got {got}, "
+                               f"want {want}")
     return CheckResult(True, worst)
+
+
+def _shown(got: float, want: float, dtype: str) -> tuple[str, str]:
+    """Two values as text that tells them apart: integers in full, floats with as many
+    significant digits as it takes (up to 17)."""
+    if dtype not in ("f32", "f16", "bf16", "f64"):
+        return f"{int(got)}", f"{int(want)}"
+    for digits in (6, 9, 17):
+        a, b = f"{got:.{digits}g}", f"{want:.{digits}g}"
+        if a != b:
+            break
+    return a, b
 
 
 def alloc_outputs(op: Op, dims: dict[str, int], lib: str = "numpy", device: str = "cpu"):

@@ -22,8 +22,11 @@ from .nodes import (
 _SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
         "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&",
         "or": "|", "pow": "**"}
-_PREC = {"or": 1, "and": 2, "lt": 3, "le": 3, "gt": 3, "ge": 3, "eq": 3, "ne": 3,
+# Python's binding order (comparisons loosest, then | and &), so that the text reads the
+# same as Python: `(a >= 0) & (b < L)`, never `a >= 0 & b < L`.
+_PREC = {"lt": 1, "le": 1, "gt": 1, "ge": 1, "eq": 1, "ne": 1, "or": 2, "and": 3,
          "add": 4, "sub": 4, "mul": 5, "div": 5, "floordiv": 5, "mod": 5, "pow": 6}
+_CMP = ("lt", "le", "gt", "ge", "eq", "ne")
 
 
 def expr(e: Expr, prec: int = 0) -> str:
@@ -44,7 +47,7 @@ def expr(e: Expr, prec: int = 0) -> str:
         if e.op in ("max", "min"):
             return f"{e.op}({expr(e.a)}, {expr(e.b)})"
         p = _PREC[e.op]
-        s = f"{expr(e.a, p)} {_SYM[e.op]} {expr(e.b, p + 1)}"
+        s = f"{expr(e.a, p + (e.op in _CMP))} {_SYM[e.op]} {expr(e.b, p + 1)}"
         return f"({s})" if p < prec else s
     if isinstance(e, Where):
         return f"where({expr(e.cond)}, {expr(e.a)}, {expr(e.b)})"

@@ -71,7 +71,21 @@ def _module_name(path: str) -> str:
 
 def _execute(path: str) -> ModuleType:
     """Run the file as a new module (registered in sys.modules under a name derived from its
-    path, so dataclasses and pickling inside the spec work); failures become SpecErrors."""
+    path, so dataclasses and pickling inside the spec work); failures become SpecErrors.
+    While it runs, its folder comes first on sys.path, as for a script: a spec imports the
+    helper modules beside it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        return _execute_module(path)
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
+
+
+def _execute_module(path: str) -> ModuleType:
     name = _module_name(path)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

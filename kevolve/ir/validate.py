@@ -197,7 +197,8 @@ def _check_expr(s: Compute, e: Expr, scope: set[str], guarded: bool = False) -> 
             raise SpecError(f"dtype mismatch in {e.op}: {ta} and {tb}", "cast one side "
                             f"explicitly, e.g. cast(..., {dt.f32})", stage=s.name, loc=s.loc)
     if isinstance(e, Where) and dtype_of(e.cond) != dt.bool_:
-        raise SpecError("where() condition is not boolean", "compare values, e.g. j < n",
+        raise SpecError("where() condition is not boolean", "compare values, e.g. j < n, or "
+                        "test an integer or float mask with ne(mask[i], 0)",
                         stage=s.name, loc=s.loc)
     if isinstance(e, Unary) and e.op not in ("neg", "abs", "not") and not dtype_of(e.x).is_float:
         raise SpecError(f"{e.op} of an integer", "cast the argument to a float type",

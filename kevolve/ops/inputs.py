@@ -289,9 +289,13 @@ def derive(op: Op, shape: dict, rng: np.random.Generator, analysis: Analysis):
                 lo, hi = (1, 17) if dom is not None and (dom.positive or dom.nonzero) \
                     else (0, 16)
             v = rng.integers(lo, max(hi, lo + 1), size=shp, dtype=np.int64)
-            if dom is not None and dom.nonzero and not dom.positive and \
-                    b.name not in analysis.index_of and dom.lo is None and dom.hi is None:
-                v = v * rng.choice(np.array([-1, 1]), size=shp)  # floor vs truncation
+            if dom is not None and dom.nonzero and b.name not in analysis.index_of:
+                if dom.lo is None and dom.hi is None and not dom.positive:
+                    v = v * rng.choice(np.array([-1, 1]), size=shp)  # floor vs truncation
+                else:  # within [lo, hi], never 0
+                    values = np.arange(lo, max(hi, lo + 1), dtype=np.int64)
+                    values = values[values != 0] if (values != 0).any() else np.ones(1, int)
+                    v = rng.choice(values, size=shp)
             out[b.name] = v.astype(b.dtype.np)
         else:
             out[b.name] = as_dtype(_floats(rng, shp, analysis, b.name, env), b.dtype.name)

@@ -295,3 +295,38 @@ def test_an_op_is_found_by_its_own_name(tmp_path):
     assert d.op.name == "softmax" and d.shape("small") == {"M": 2, "N": 3}
     with pytest.raises(SpecError, match="no Op named 'nope'"):
         load_op(f"{path}:nope")
+
+
+def test_a_spec_imports_the_helper_module_beside_it(tmp_path):
+    """Its folder is on sys.path while it runs, as for a script; not after."""
+    import sys
+
+    (tmp_path / "rowhelpers.py").write_text(HEADER + textwrap.dedent("""
+        def scaled(name, k):
+            N = dims("N")
+            x = input("x", (N,), f32)
+            (i,) = axes("i", N)
+            return x, compute(name, (i,), x[i] * k)
+    """))
+    path, _ = write(tmp_path, """
+        from rowhelpers import scaled
+        x, y = scaled("y", 3.0)
+        triple = op("triple", inputs=[x], outputs=[y])
+    """)
+    op = load_op(str(path))
+    assert op.name == "triple"
+    assert run(op, {"x": np.arange(4.0)})["y"].tolist() == [0.0, 3.0, 6.0, 9.0]
+    assert str(tmp_path) not in sys.path
+
+
+def test_printed_conditions_read_as_python():
+    """`show` and prompts print `(i >= 1) & (i < N - 1)`: in Python `&` binds tighter than
+    a comparison, so `i >= 1 & i < N - 1` means something else."""
+    from kevolve.ir.builder import axes, dims
+    from kevolve.ir.printer import expr
+
+    N = dims("N")
+    (i,) = axes("i", N)
+    text = expr((i >= 1) & (i < N - 1) | (i * 2 + 1 < N))
+    assert text == "(i >= 1) & (i < N - 1) | (i * 2 + 1 < N)"
+    assert eval(text, {"i": 0, "N": 5}) == (((0 >= 1) & (0 < 4)) | (1 < 5))

@@ -2,7 +2,8 @@
 prefix sum and as 0/1 in arithmetic, a comparison stored as bool, int8 values dequantized
 by a per-column scale, and an int8 output that holds a clamped quantization. Sizes 1, a
 prime and a non-multiple of every tile; values checked exactly (bool, int8) or to f32
-rounding against the reference interpreter, which agrees with torch."""
+rounding against the reference interpreter, which agrees with torch. The cpu backend takes
+f16 buffers too (C's _Float16)."""
 
 from __future__ import annotations
 
@@ -103,3 +104,23 @@ def test_gpu_compilers_take_bool_and_int8_buffers(name):
         pytest.skip(f"{tool} is not installed")
     be = get(name)
     be.build(api.lower(masks(), None, be, {"M": 3, "N": 257}))
+
+
+def half_norm():
+    """An f16 row normalization with f32 statistics: the cpu backend's _Float16 buffers."""
+    from kevolve.ir.builder import f16, rsqrt
+
+    M, N = dims("M N")
+    x = input("x", (M, N), f16)
+    i, j = axes("i j", M, N)
+    k = reduce_axis("k", N)
+    ms = compute("ms", (i,), sum_(cast(x[i, k], f32) * cast(x[i, k], f32), over=k)
+                 / cast(N, f32))
+    return op("half_norm", inputs=[x], outputs=[
+        compute("y", (i, j), cast(x[i, j], f32) * rsqrt(ms[i] + 1e-5), dtype=f16)])
+
+
+@pytest.mark.parametrize("m,n", [(1, 1), (3, 13), (2, 257)])
+def test_cpu_takes_f16_buffers(m, n):
+    make = lambda rng: {"x": rng.standard_normal((m, n)).astype(np.float16)}  # noqa: E731
+    assert not opcheck.check(half_norm(), {"M": m, "N": n}, get("cpu"), make=make)
