@@ -18,8 +18,14 @@ from ._shapes import backend_option, dims_for, load_trace, resolve, schedule_opt
 @schedule_option
 @shape_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE.")
+@click.option("--compile", "compile_", is_flag=True,
+              help="Also compile the source with the backend's compiler (cc, nvcc for sm_90, "
+                   "hipcc, Triton for sm_90; no GPU needed) and print its report on stderr: "
+                   "registers, spills and shared memory where the compiler gives them. "
+                   "Exit 1 if it does not compile.")
 @json_option
-def command(op_ref, backend_name, schedule_path, shape_args, output, as_json) -> None:
+def command(op_ref, backend_name, schedule_path, shape_args, output, compile_,
+            as_json) -> None:
     from ..api import backend, lower
 
     be = backend(backend_name)
@@ -28,13 +34,20 @@ def command(op_ref, backend_name, schedule_path, shape_args, output, as_json) ->
     src = lower(op, load_trace(op, schedule_path, dims), be, dims)
     if output:
         Path(output).write_text(src.text)
+    built = be.compile_log(src) if compile_ else None
     if as_json:
         emit_json({"op": op.name, "backend": backend_name, "dims": dims, "lang": src.lang,
                    "entry": src.entry, "flags": list(src.flags), "hash": src.hash,
                    "output": str(Path(output).resolve()) if output else None,
-                   "source": src.text})
+                   "source": src.text} | ({} if built is None else
+                                          {"compiled": built[0], "compile_log": built[1]}))
     elif output:
         echo(f"wrote {output} ({src.lang}, {len(src.text.splitlines())} lines, "
              f"entry {src.entry})")
     else:
         echo(src.text.rstrip("\n"))
+    if built is not None:
+        if not as_json:
+            click.echo(("compiled: " if built[0] else "did not compile: ") + built[1], err=True)
+        if not built[0]:
+            raise click.exceptions.Exit(1)

@@ -149,3 +149,29 @@ def test_third_party_backend_via_entry_point(tmp_path):
     listing = subprocess.run([sys.executable, "-m", "kevolve.cli", "backends"],
                              capture_output=True, text=True, env=env, timeout=600)
     assert "toy" in listing.stdout
+
+
+@pytest.mark.parametrize("backend,tool,marker", [("cpu", "cc", "compiled: "),
+                                                 ("cuda", "nvcc", "registers"),
+                                                 ("triton", None, "registers")])
+def test_lower_compile_reports_the_compiler(runner, backend, tool, marker):
+    import shutil
+
+    if tool and shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+    if backend == "triton":
+        pytest.importorskip("triton.backends.nvidia")
+    r = runner.invoke(main, ["lower", "softmax", "--backend", backend, "--shape", "small",
+                             "--compile", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["compiled"] is True and (marker in doc["compile_log"] or backend == "cpu")
+
+
+def test_lower_compile_failure_is_exit_1(runner, monkeypatch):
+    from kevolve.backends.cpu import CpuBackend
+
+    monkeypatch.setattr(CpuBackend, "compile_log", lambda self, src: (False, "kernel.c:3: oops"))
+    r = runner.invoke(main, ["lower", "softmax", "--backend", "cpu", "--shape", "small",
+                             "--compile"])
+    assert r.exit_code == 1 and "did not compile: kernel.c:3: oops" in r.output

@@ -136,6 +136,21 @@ class TritonBackend(Backend):
             return False, "torch is needed to launch Triton kernels: pip install 'kevolve[torch]'"
         return True, ""
 
+    def compile_log(self, source: KernelSource) -> tuple[bool, str]:
+        """Triton compiles at a kernel's first launch: here every kernel is compiled ahead
+        of time for an H100/H200 (sm_90, no GPU needed), with ptxas' registers, spills and
+        shared memory per kernel."""
+        from .aot import compile_aot
+
+        try:
+            info = compile_aot(source, "cuda:90")
+        except Exception as e:  # AotError, or Triton missing its CUDA backend
+            return False, f"{type(e).__name__}: {e}"
+        keys = ("registers", "spill_stores", "spill_loads", "stack_frame", "shared_bytes",
+                "num_warps", "num_stages")
+        return True, "\n".join(f"{name} (cuda:90): " + ", ".join(
+            f"{k} {v[k]}" for k in keys if k in v) for name, v in info.items())
+
     def build(self, source: KernelSource) -> Kernel:
         require_triton(self.interpret)
         self.configure_process()
