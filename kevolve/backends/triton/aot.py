@@ -20,7 +20,8 @@ import tempfile
 from ...errors import CompileError
 from ..base import KernelSource
 from ..compiler_reports import parse_ptxas as per_kernel
-from .backend import TritonBackend, load_module, require_triton
+from . import ptxas as ptxas_tool
+from .loader import load_module, require_triton
 
 TARGETS = {"cuda:90": ("cuda", 90, 32), "hip:gfx942": ("hip", "gfx942", 64)}
 TRITON_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "f64": "fp64", "i32": "i32",
@@ -112,9 +113,10 @@ def compile_aot(source: KernelSource, target: str, keep_asm: bool = False,
     tgt = gpu_target(target)
     ptxas_version = None
     if tgt.backend == "cuda":  # the ptxas a run would use, settled as the backend does
-        be = TritonBackend(ptxas=ptxas)
-        be.configure_process()
-        ptxas_version = be.toolchain().get("ptxas")
+        got = ptxas_tool.resolve(ptxas)
+        if got:
+            ptxas_tool.use(got[0])
+            ptxas_version = got[1]
     plan = source.meta["plan"]
     mod = load_module(source, False)
     out = {}

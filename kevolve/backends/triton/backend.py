@@ -4,43 +4,18 @@ shape), and reports what each launch compiled. Triton itself is imported only to
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
-import threading
-from pathlib import Path
 
-from ...errors import MissingExtra
 from ...ir.interp import bind_dims
 from ...schedule.errors import MoveError
 from ..base import Backend, Caps, Kernel, KernelSource, check_caps
 from ..compiler_reports import triton_jit
 from ..target import Target
 from ..templating import banner, render
-from ..toolchain import cache_dir, seal, sealed
 from . import bulk, ptxas
 from .emitter import render_module
+from .loader import load_module, require_triton
 from .usage import dot_usage
-
-
-def require_triton(interpret: bool | None = None):
-    """Import Triton. Its interpreter is a process-wide mode fixed when Triton is first
-    imported (its standard library is decorated then), so asking for the other mode after
-    that is an error rather than a silent mix."""
-    if interpret and "triton" not in sys.modules:
-        os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        import triton
-    except ImportError as e:
-        raise MissingExtra("the triton backend needs Triton: pip install 'kevolve[triton]'") from e
-    if interpret is not None and bool(triton.knobs.runtime.interpret) != interpret:
-        mode = "on" if interpret else "off"
-        was = "off" if interpret else "on"
-        raise RuntimeError(f"Triton was imported with its interpreter {was}; to run with "
-                           f"it {mode}, start a fresh process "
-                           f"{'with' if interpret else 'without'} TRITON_INTERPRET=1")
-    return triton
 
 
 class TritonBackend(Backend):
@@ -172,23 +147,3 @@ class TritonBackend(Backend):
                 # is that of the latest new shape (the evaluator's last is the bench shape)
                 diagnostics["kernels"] = triton_jit(ran)
         return Kernel(source, run, diagnostics)
-
-
-def load_module(source: KernelSource, interpret: bool):
-    """Write the module under the cache (Triton reads kernel source from files), import it."""
-    d = cache_dir() / "triton"
-    d.mkdir(parents=True, exist_ok=True)
-    tag = "i" if interpret else "c"
-    path = Path(d) / f"k_{source.hash}_{tag}.py"
-    if not sealed(path):  # missing, or not this user's own (planted): write it
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(source.text)
-        seal(tmp, path)
-    name = f"kevolve_triton_{source.hash}_{tag}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    sys.modules[name] = mod
-    return mod
