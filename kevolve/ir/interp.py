@@ -120,7 +120,9 @@ class _Run:
             return ("dense", len(dom.shape) - 1, None)
         if len(varying) > 1:
             raise InterpError(f"stage {self.stage!r}: bounds of axis {a.name!r} vary along "
-                              "more than one enclosing axis")
+                              "more than one enclosing axis. Fix: let the axis run over "
+                              "its whole range and mask the window, e.g. "
+                              "sum_(where((k >= i) & (k <= j), x[k], 0.0), over=k)")
         p = varying[0]
         n = dom.shape[p]
         lengths = np.broadcast_to(_along(ext, p), (n,)).astype(np.int64)
