@@ -510,6 +510,8 @@ def _is_dot(body: Expr, ss: StageSched, spatial: dict[str, AxisMap], blocks, ran
     a, b = _strip(mul.a), _strip(mul.b)
     if not (isinstance(a, Load) and isinstance(b, Load)):
         return False
+    if not (a.buffer.dtype.is_float and b.buffer.dtype.is_float):
+        return False  # an integer contraction accumulates exactly in int64, not in a dot
     k = body.axes[0].name
     kl = [lp for lp in ss.loops if lp.kind == "reduce" and k in lp.origin]
     ksize = next((lp.size if lp.part == "inner" else p2(_bound(body.axes[0], dims))

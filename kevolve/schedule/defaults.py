@@ -72,12 +72,14 @@ def _contraction(body) -> bool:
 def _bare_contraction(body) -> bool:
     """The body's one reduction is a contraction sum_k(A * B) of (cast) loads, alone or
     under a pointwise epilogue (a cast, a scale, a bias): what lowering hands to a matrix
-    unit, the epilogue fused after it."""
+    unit, the epilogue fused after it. Integer operands are not: their sum stays exact in
+    int64, which no matrix unit accumulates."""
     reds = [n for n in walk(body) if isinstance(n, Reduce)]
     if len(reds) != 1 or not _contraction(reds[0]):
         return False
     ab = product_factors(reds[0])
-    return ab is not None and all(isinstance(x, Load) for x in ab)
+    return ab is not None and all(isinstance(x, Load) and x.buffer.dtype.is_float
+                                  for x in ab)
 
 
 def _gathered(s) -> list[str]:

@@ -152,6 +152,10 @@ class CStyleLanguage:
                "prod": "{a} * {b}"}
     min_call = "kv_min({a}, {b})"
     to_acc = "(float)({})"  # a value converted to the accumulator type
+    # an integer reduction's accumulator: int64, exact (f32 would be to 2^24 only)
+    int_ident = {"sum": "0", "prod": "1", "max": "(-9223372036854775807LL - 1)",
+                 "min": "9223372036854775807LL"}
+    int_to_acc = "(int64_t)({})"
     zero = "0.0f"
     store_cast = {"bf16": "kv_round_bf16({})", "i64": "(int64_t)({})", "i32": "(int32_t)({})",
                   "i8": "(int8_t)({})", "bool": "(uint8_t)({})"}
@@ -203,6 +207,18 @@ class CStyleLanguage:
         if s.kind == "simd" and self.simd_head:
             return self.simd_head.format(var=s.var, hi=s.hi)
         return f"for (int64_t {s.var} = 0; {s.var} < {s.hi}; ++{s.var})"
+
+    def acc(self, r) -> tuple[str, str, str, str]:
+        """(type, identity, combine template, conversion template) of reduction `r`'s
+        accumulator: f32 for a float body, int64 for an integer one."""
+        from ...ir.nodes import dtype_of
+
+        if dtype_of(r.body).is_float:
+            return "f32", self.ident[r.op], self.combine[r.op], self.to_acc
+        mx, mn = self.int_maximum or self.maximum, self.int_minimum or self.minimum
+        combine = {"sum": "{a} + {b}", "prod": "{a} * {b}", "max": mx + "({a}, {b})",
+                   "min": mn + "({a}, {b})"}
+        return "i64", self.int_ident[r.op], combine[r.op], self.int_to_acc
 
     # -- expressions ---------------------------------------------------------------------
     def load(self, ptr: str, off: str, mask, ld) -> str:

@@ -155,6 +155,9 @@ class NumbaLanguage(CStyleLanguage):
     combine = {**CStyleLanguage.combine, "max": "max({a}, {b})", "min": "min({a}, {b})"}
     min_call = "min({a}, {b})"
     to_acc = "{}"
+    int_ident = {"sum": "np.int64(0)", "prod": "np.int64(1)",
+                 "max": "np.int64(-9223372036854775808)", "min": "np.int64(9223372036854775807)"}
+    int_to_acc = "np.int64({})"
     zero = "0.0"
     store_cast = {"bf16": "kv_round_bf16({})"}
     # numba has no atomic add on array elements (and a prange body's `a[i] += v` races):

@@ -262,8 +262,8 @@ class ScalarEmitter(KernelWalk):
     def reduce(self, st: Step, r: Reduce, ctx: Ctx, out: list, size, idx) -> str:
         lang = self.lang
         acc = self.fresh("acc")
-        ident = lang.ident[r.op]
-        out.append(Decl(acc, "f32", None if size else ident, size))
+        atype, ident, combine, to_acc = lang.acc(r)
+        out.append(Decl(acc, atype, None if size else ident, size))
         if st.strategy == "online" and r is st.body:
             return self.online(st, r, ctx, out, size, idx, acc)
         if st.strategy == "scan":
@@ -272,10 +272,10 @@ class ScalarEmitter(KernelWalk):
             rctx = ctx.child()
             body = self.spatial_nest(st, rctx, out, simd_inner=False)
             a = self.fresh("a")
-            body.append(Decl(a, "f32", ident))
+            body.append(Decl(a, atype, ident))
             inner = self.reduce_loops(st, r, rctx, body, True, (r.op, a))
             v = self.ex(r.body, rctx)
-            inner.append(Assign(a, lang.combine[r.op].format(a=a, b=lang.to_acc.format(v))))
+            inner.append(Assign(a, combine.format(a=a, b=to_acc.format(v))))
             self.empty_fix(r, rctx, body, a)
             body.append(Assign(f"{acc}[{idx}]" if size else acc, a))
         else:
@@ -290,7 +290,7 @@ class ScalarEmitter(KernelWalk):
             inner = self.spatial_nest(st, rctx, body)
             tgt = f"{acc}[{idx}]"
             v = self.ex(r.body, rctx)
-            inner.append(Assign(tgt, lang.combine[r.op].format(a=tgt, b=lang.to_acc.format(v))))
+            inner.append(Assign(tgt, combine.format(a=tgt, b=to_acc.format(v))))
             if r.op not in ("sum", "prod"):
                 # a nest of its own after the reduce loops: the spatial extents bound
                 # inside those loops are out of scope here, so it binds them again
@@ -372,12 +372,13 @@ class ScalarEmitter(KernelWalk):
         for _, s in others:
             n *= s
         c = self.fresh("carry")
+        atype, ident, _, _ = self.lang.acc(r)
         if others:
-            out.append(Decl(c, "f32", None, n))
+            out.append(Decl(c, atype, None, n))
             v = self.fresh("c")
-            out.append(For(v, str(n), [Assign(f"{c}[{v}]", self.lang.ident[r.op])]))
+            out.append(For(v, str(n), [Assign(f"{c}[{v}]", ident)]))
         else:
-            out.append(Decl(c, "f32", self.lang.ident[r.op]))
+            out.append(Decl(c, atype, ident))
         self.carries[st.stage.name] = c
 
     def scan(self, st: Step, r: Reduce, ctx: Ctx, out: list, size, idx, acc) -> str:
@@ -407,11 +408,12 @@ class ScalarEmitter(KernelWalk):
         j = ctx.axes[pre.axis]
         kctx = ctx.child()
         kctx.axes[r.axes[0].name] = j if not pre.shift else f"({j} + ({pre.shift}))"
-        term = lang.to_acc.format(self.ex(r.body, kctx))
+        _, ident, combine, to_acc = lang.acc(r)
+        term = to_acc.format(self.ex(r.body, kctx))
         nonempty = self.ex(pre.nonempty, ctx) if pre.shift else None
         if nonempty:
-            term = lang.expr.where(nonempty, term, lang.ident[r.op])
-        body.append(Assign(tgt, lang.combine[r.op].format(a=tgt, b=term)))
+            term = lang.expr.where(nonempty, term, ident)
+        body.append(Assign(tgt, combine.format(a=tgt, b=term)))
         if nonempty and r.op in ("max", "min"):
             return lang.expr.where(nonempty, tgt, lang.zero)
         return tgt

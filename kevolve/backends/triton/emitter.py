@@ -17,6 +17,7 @@ from ...ir.nodes import (
     Load,
     Op,
     Reduce,
+    dtype_of,
     op_dims,
     product_factors,
     substitute_axes,
@@ -31,6 +32,16 @@ TL = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16", "i32": "t
       "i64": "tl.int64", "i8": "tl.int8", "f64": "tl.float64", "bool": "tl.int1"}
 TORCH = {k: f"torch.{dt.TORCH_NAMES[k]}" for k in dt.BUFFER_DTYPES}  # as generated code spells them
 IDENT = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0"}
+INT_IDENT = {"sum": "0", "max": "-9223372036854775808", "min": "9223372036854775807",
+             "prod": "1"}
+
+
+def acc_type(r: Reduce) -> tuple[str, str, str]:
+    """(Triton type, identity, zero) of `r`'s accumulator: f32 for a float body, int64 for
+    an integer one (an f32 sum of integers is exact only to 2^24)."""
+    if dtype_of(r.body).is_float:
+        return "tl.float32", IDENT[r.op], "0.0"
+    return "tl.int64", INT_IDENT[r.op], "0"
 COMBINE = {"sum": "{a} + {b}", "max": "tl.maximum({a}, {b})", "min": "tl.minimum({a}, {b})",
            "prod": "{a} * {b}"}
 
@@ -335,15 +346,15 @@ class KernelWriter:
             self.axis_value(m, ctx, var)
 
     def _reduce_input(self, st: Step, r: Reduce, ctx: Ctx, expr: Expr, fill: str,
-                      base: str) -> tuple[str, Ctx, int]:
-        """Open r's loops and evaluate `expr` over its tile in f32, `fill` where masked.
-        Returns the value's name, the context inside the loops and their depth."""
+                      base: str, tl_type: str = "tl.float32") -> tuple[str, Ctx, int]:
+        """Open r's loops and evaluate `expr` over its tile in `tl_type`, `fill` where
+        masked. Returns the value's name, the context inside the loops and their depth."""
         rctx = ctx.child()
         var = dict(self.var)
         depth = self.red_loops(st, r, rctx, var)
         self.reduce_axes_values(st, r, rctx, var)
         v = self.fresh(base)
-        self.w(f"{v} = ({self.ex(expr, rctx)}).to(tl.float32)")
+        self.w(f"{v} = ({self.ex(expr, rctx)}).to({tl_type})")
         mask = mask_of(rctx, [a.name for a in r.axes])
         if mask:
             self.w(f"{v} = tl.where({mask}, {v}, {fill})")
@@ -357,8 +368,9 @@ class KernelWriter:
     def reduce(self, st: Step, r: Reduce, ctx: Ctx) -> str:
         acc = self.fresh("acc")
         shape = self.spatial_shape(st)
-        self.w(f"{acc} = tl.full({shape}, {IDENT[r.op]}, tl.float32)")
-        v, rctx, depth = self._reduce_input(st, r, ctx, r.body, IDENT[r.op], "v")
+        tl_type, ident, zero = acc_type(r)
+        self.w(f"{acc} = tl.full({shape}, {ident}, {tl_type})")
+        v, rctx, depth = self._reduce_input(st, r, ctx, r.body, ident, "v", tl_type)
         red = v
         for pos in self._block_positions(st, r):
             red = (f"tl.reduce({red}, {pos}, _kv_mul, keep_dims=True)" if r.op == "prod"
@@ -368,7 +380,7 @@ class KernelWriter:
         if r.op not in ("sum", "prod") and any(not isinstance(a.extent, (Const, Dim))
                                                for a in r.axes):
             ext = " * ".join(f"({rctx.axes['__ext_' + a.name]})" for a in r.axes)
-            self.w(f"{acc} = tl.where({ext} > 0, {acc}, 0.0)")
+            self.w(f"{acc} = tl.where({ext} > 0, {acc}, {zero})")
         return acc
 
     def scan_pos(self, st: Step) -> int:
@@ -381,7 +393,8 @@ class KernelWriter:
         shape = self.spatial_shape(st)
         shape[self.scan_pos(st)] = 1
         c = self.fresh("carry")
-        self.w(f"{c} = tl.full({shape}, {IDENT[r.op]}, tl.float32)")
+        tl_type, ident, _ = acc_type(r)
+        self.w(f"{c} = tl.full({shape}, {ident}, {tl_type})")
         self.carries[st.stage.name] = c
 
     def scan(self, st: Step, r: Reduce, ctx: Ctx) -> str:
@@ -407,9 +420,10 @@ class KernelWriter:
             mask = f"({mask}) & ({nonempty})" if mask else nonempty
         rctx.masks[k] = mask
         v = self.fresh("v")
-        self.w(f"{v} = ({self.ex(r.body, rctx)}).to(tl.float32)")
+        tl_type, ident, zero = acc_type(r)
+        self.w(f"{v} = ({self.ex(r.body, rctx)}).to({tl_type})")
         if mask:
-            self.w(f"{v} = tl.where({mask}, {v}, {IDENT[r.op]})")
+            self.w(f"{v} = tl.where({mask}, {v}, {ident})")
         rev = ", reverse=True" if pre.reverse else ""
         scanned = (f"tl.cumsum({v}, axis={pos}{rev})" if r.op == "sum" else
                    f"tl.associative_scan({v}, {pos}, _kv_{'mul' if r.op == 'prod' else r.op}"
@@ -420,7 +434,7 @@ class KernelWriter:
         self.w(f"{acc} = {COMBINE[r.op].format(a=c, b=scanned)}")
         self.w(f"{c} = {COMBINE[r.op].format(a=c, b=total)}")
         if nonempty and r.op in ("max", "min"):  # an empty window's max is 0
-            self.w(f"{acc} = tl.where({nonempty}, {acc}, 0.0)")
+            self.w(f"{acc} = tl.where({nonempty}, {acc}, {zero})")
         return acc
 
     def online(self, st: Step, r: Reduce, ctx: Ctx) -> tuple[str, str]:

@@ -63,6 +63,7 @@ class GpuEmitter(ScalarEmitter):
         self.T = (k.num_warps or DEFAULT_WARPS) * lang.wavefront
         self.shared: list[tuple[str, str, int]] = []  # (name, C type, elements)
         self.red_arrays = 0  # kv_red arrays (T floats each) the block reductions need
+        self.red_arrays_i64 = 0  # kv_redl arrays (T int64 each) for integer reductions
         self.uses_wmma = False
         self.path = "generic"
         self.vec = Vectors(self)  # vectorize: per-thread vector loads and stores
@@ -75,7 +76,7 @@ class GpuEmitter(ScalarEmitter):
     @property
     def shared_bytes(self) -> int:
         """Static shared memory as laid out in declaration order (what ptxas reports)."""
-        off = 4 * self.T * self.red_arrays
+        off = 4 * self.T * self.red_arrays + 8 * self.T * self.red_arrays_i64
         for _, t, n, align in self.shared:
             off = -(-off // align) * align + n * _SIZE.get(t, 2)
         return off
@@ -83,6 +84,8 @@ class GpuEmitter(ScalarEmitter):
     def shared_decls(self) -> list[str]:
         sh = self.lang.shared_prefix
         out = [f"    {sh} float kv_red{i}[{self.T}];" for i in range(self.red_arrays)]
+        out += [f"    {sh} long long kv_redl{i}[{self.T}];"
+                for i in range(self.red_arrays_i64)]
         for name, t, n, align in self.shared:
             spec = f"__align__({align}) " if align > 4 else ""
             out.append(f"    {sh} {spec}{t} {name}[{n}];")
@@ -167,9 +170,10 @@ class GpuEmitter(ScalarEmitter):
         r = reduces_in(st.body)[0]
         _, iters, _ = self.scan_iters(st)
         c = self.fresh("carry")
-        out.append(Decl(c, "f32", None, iters))
+        atype, ident, _, _ = self.lang.acc(r)
+        out.append(Decl(c, atype, None, iters))
         v = self.fresh("c")
-        out.append(For(v, str(iters), [Assign(f"{c}[{v}]", self.lang.ident[r.op])]))
+        out.append(For(v, str(iters), [Assign(f"{c}[{v}]", ident)]))
         self.carries[st.stage.name] = c
 
     def scan_step(self, st: Step, pctx: Ctx, out: list) -> None:
@@ -256,7 +260,8 @@ class GpuEmitter(ScalarEmitter):
                 ctx.reduces[r] = self.online_point(st, r, ctx, body, None)
                 continue
             a = self.fresh("a")
-            body.append(self.acc_decl(a, self.lang.ident[r.op], vs))
+            atype, ident, _, _ = self.lang.acc(r)
+            body.append(self.acc_decl(a, ident, vs, atype))
             rctx = ctx.child()
             inner = self.red_loops(st, r, rctx, body, None, vs)
             self.accumulate(r, rctx, inner, a, vs)
@@ -265,8 +270,9 @@ class GpuEmitter(ScalarEmitter):
             ctx.reduces[r] = a
         self.finish(st, pctx, ctx, body, out, vs)
 
-    def acc_decl(self, a: str, ident: str, vs) -> object:
-        return Decl(a, "f32", ident) if vs is None else self.vec.acc_decl(a, ident, vs.width)
+    def acc_decl(self, a: str, ident: str, vs, atype: str = "f32") -> object:
+        return Decl(a, atype, ident) if vs is None else \
+            self.vec.acc_decl(a, ident, vs.width, self.lang.types[atype])
 
     def lanes_of(self, a: str, vs) -> list[str]:
         """An accumulator's registers: itself, or one per lane of a vector point."""
@@ -279,8 +285,8 @@ class GpuEmitter(ScalarEmitter):
             inner, ctx, w = self.vec.lanes(vs, ctx, inner, [r.body])
             a = f"{a}[{w}]"
         v = self.ex(r.body, ctx)
-        inner.append(Assign(a, self.lang.combine[r.op].format(a=a, b=self.lang.to_acc
-                                                               .format(v))))
+        _, _, combine, to_acc = self.lang.acc(r)
+        inner.append(Assign(a, combine.format(a=a, b=to_acc.format(v))))
 
     def lanes_step(self, st: Step, pctx: Ctx, out: list, reds, S: int, R: int,
                    vs=None) -> None:
@@ -438,7 +444,11 @@ class GpuEmitter(ScalarEmitter):
             mv = self.fresh("m")
             out.append(Decl(mv, "f32", "(-INFINITY)"))
             vals = [mv, a]
-        out.append(self.acc_decl(a, self.lang.ident["sum" if online else r.op], vs))
+        if online:
+            out.append(self.acc_decl(a, self.lang.ident["sum"], vs))
+        else:
+            atype, ident, _, _ = self.lang.acc(r)
+            out.append(self.acc_decl(a, ident, vs, atype))
         scope: list = []
         out.append(Scope(scope))
         sctx = ctx.child()
@@ -449,15 +459,18 @@ class GpuEmitter(ScalarEmitter):
             inner = self.red_loops(st, r, sctx, body, (lane, R), vs)
             self.accumulate(r, sctx, inner, a, vs)
         self.combine_lanes(out, vals, r.op if not online else "online", lane, R, S,
-                           lane_stride, s)
+                           lane_stride, s, None if online else r)
         if online:
             ctx.locals[st.online_max] = mv
         return a
 
-    def combine(self, op: str, a: list[str], b: list[str]) -> list:
-        """Statements folding values `b` into `a` (online: (max, sum) pairs)."""
+    def combine(self, op: str, a: list[str], b: list[str], template: str | None = None
+                ) -> list:
+        """Statements folding values `b` into `a` (online: (max, sum) pairs); `template`:
+        the accumulator's own combine (an integer one's)."""
         if op != "online":
-            return [Assign(x, self.lang.combine[op].format(a=x, b=y)) for x, y in zip(a, b)]
+            t = template or self.lang.combine[op]
+            return [Assign(x, t.format(a=x, b=y)) for x, y in zip(a, b)]
         (m1, s1), (m2, s2) = a, b
         nm = self.fresh("nm")
         return [Decl(nm, "f32", f"fmaxf({m1}, {m2})"),
@@ -466,40 +479,48 @@ class GpuEmitter(ScalarEmitter):
                 Assign(m1, nm)]
 
     def combine_lanes(self, out: list, vals: list[str], op: str, lane: str, R: int, S: int,
-                      lane_stride: int, s: str | None) -> None:
+                      lane_stride: int, s: str | None, r: Reduce | None = None) -> None:
         """Butterfly over the lanes that share a wavefront, then shared memory across
-        wavefronts. Runs in uniform control flow: every thread of the block executes it."""
+        wavefronts. Runs in uniform control flow: every thread of the block executes it.
+        `r` (not an online pair): its accumulator's type, identity and combine."""
+        atype, ident, template, _ = self.lang.acc(r) if r is not None else \
+            ("f32", None, None, None)
+        wide = atype == "i64"
+        arr = "kv_redl" if wide else "kv_red"
         W = self.W
         in_warp = 1
         o = lane_stride
         while in_warp < R and o < W:
             tmp = [self.fresh("o") for _ in vals]
-            out += [Decl(t, "f32", self.lang.shfl.format(v=v, o=o, w=W)) for t, v in zip(tmp, vals)]
-            out += self.combine(op, vals, tmp)
+            out += [Decl(t, atype, self.lang.shfl.format(v=v, o=o, w=W))
+                    for t, v in zip(tmp, vals)]
+            out += self.combine(op, vals, tmp, template)
             in_warp *= 2
             o *= 2
         R2 = R // in_warp
         if R2 == 1:
             return
-        while self.red_arrays < len(vals):
-            self.red_arrays += 1
+        if wide:
+            self.red_arrays_i64 = max(self.red_arrays_i64, len(vals))
+        else:
+            self.red_arrays = max(self.red_arrays, len(vals))
         sidx = "0" if s is None else s
         slot = f"{sidx} * {R2} + {lane} / {in_warp}"
         w: list = []
         out.append(If(f"{lane} % {in_warp} == 0", w))
         for n, v in enumerate(vals):
-            w.append(Assign(f"kv_red{n}[{slot}]", v))
+            w.append(Assign(f"{arr}{n}[{slot}]", v))
         out.append(Line(self.lang.barrier))
         out += [Assign(v, self.lang.ident["sum"] if op == "online" and n == 1 else
-                       "(-INFINITY)" if op == "online" else self.lang.ident[op])
+                       "(-INFINITY)" if op == "online" else ident or self.lang.ident[op])
                 for n, v in enumerate(vals)]
         i = self.fresh("i")
         body: list = []
         out.append(For(i, str(R2), body, unroll=R2 if R2 <= 32 else None))
         tmp = [self.fresh("q") for _ in vals]
-        body += [Decl(t, "f32", f"kv_red{n}[{sidx} * {R2} + {i}]")
+        body += [Decl(t, atype, f"{arr}{n}[{sidx} * {R2} + {i}]")
                  for n, t in enumerate(tmp)]
-        body += self.combine(op, vals, tmp)
+        body += self.combine(op, vals, tmp, template)
         out.append(Line(self.lang.barrier))
 
     # -- online (max, sum) --------------------------------------------------------------

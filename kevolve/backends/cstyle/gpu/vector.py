@@ -396,9 +396,9 @@ class Vectors:
         ctx.loads.update(lanes)
         return body
 
-    def acc_decl(self, name: str, ident: str, width: int) -> Line:
+    def acc_decl(self, name: str, ident: str, width: int, ctype: str = "float") -> Line:
         """One accumulator per lane."""
-        return Line(f"float {name}[{width}] = {{{', '.join([ident] * width)}}};")
+        return Line(f"{ctype} {name}[{width}] = {{{', '.join([ident] * width)}}};")
 
     def finish(self, st: Step, pctx: Ctx, ctx: Ctx, body: list, out: list,
                vs: VecStep) -> None:
