@@ -19,6 +19,7 @@ result says `retired`) is replaced after reporting it."""
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
 import signal
@@ -259,9 +260,10 @@ class WorkerPool:
         elapsed = time.time() - s.started
         res = None
         if mb > self.mem_limit_mb:
-            res = Result("oom", message=f"worker resident memory {mb:.0f} MB exceeded the "
+            shown = math.ceil(mb)  # over the limit as printed too (600.3 is not "600 MB")
+            res = Result("oom", message=f"worker resident memory {shown} MB exceeded the "
                          f"{self.mem_limit_mb:.0f} MB limit{where}; killed",
-                         diagnostics={**diag, "rss_mb": round(mb)}, seconds=elapsed)
+                         diagnostics={**diag, "rss_mb": shown}, seconds=elapsed)
         elif elapsed > self.timeout_s:
             res = Result("timeout", message=f"no result after {elapsed:.0f} s "
                          f"(limit {self.timeout_s:.0f} s){where}; killed",
