@@ -155,3 +155,39 @@ def check_interpreted(op: Op, dims: dict, params: dict | None = None, seeds=(0, 
         return [f"the interpreter's process exited {p.returncode}: {p.stderr[-2000:]}"]
     import ast
     return ast.literal_eval(line[len("PROBLEMS "):])
+
+
+BACKENDS = ("cpu", "numba", "mtia", "triton", "cuda", "hip")  # every backend, by name
+
+
+def check_on(name: str, op: Op, dims: dict, params: dict | None = None, make=None) -> list[str]:
+    """`check` on backend `name`: Triton in its interpreter's own process, CUDA and HIP in
+    their CPU emulation; a backend that cannot run here skips the test."""
+    import pytest
+
+    from kevolve.backends.registry import get
+
+    if name == "triton":
+        return check_interpreted(op, dims, params, make=make)
+    be = get(name, emulate=True) if name in ("cuda", "hip") else get(name)
+    ok, why = be.available()
+    if not ok:
+        pytest.skip(why)
+    return check(op, dims, be, params=params, make=make)
+
+
+def gpu_compile(name: str, op: Op, dims: dict) -> None:
+    """Build the default schedule's real device source with nvcc (cuda, sm_90) or hipcc
+    (hip), not only its emulation; skips where the compiler is not installed."""
+    import shutil
+
+    import pytest
+
+    from kevolve import api
+    from kevolve.backends.registry import get
+
+    tool = {"cuda": "nvcc", "hip": "hipcc"}[name]
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+    be = get(name)
+    be.build(api.lower(op, None, be, dims))

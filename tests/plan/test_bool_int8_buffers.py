@@ -75,35 +75,16 @@ def test_a_buffer_names_the_dtypes_it_can_hold():
         input("x", (4,), f32.__class__("f8", 8, "float"))
 
 
-BACKENDS = ["cpu", "numba", "mtia", "triton", "cuda", "hip"]
-
-
-@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("name", opcheck.BACKENDS)
 @pytest.mark.parametrize("m,n", [(1, 1), (3, 13), (2, 257)])
 def test_bool_and_int8_buffers(name, m, n):
     make = lambda rng: inputs(rng, m, n)  # noqa: E731
-    if name == "triton":
-        assert not opcheck.check_interpreted(masks(), {"M": m, "N": n}, make=make)
-        return
-    be = get(name, emulate=True) if name in ("cuda", "hip") else get(name)
-    ok, why = be.available()
-    if not ok:
-        pytest.skip(why)
-    assert not opcheck.check(masks(), {"M": m, "N": n}, be, make=make)
+    assert not opcheck.check_on(name, masks(), {"M": m, "N": n}, make=make)
 
 
 @pytest.mark.parametrize("name", ["cuda", "hip"])
 def test_gpu_compilers_take_bool_and_int8_buffers(name):
-    """nvcc (sm_90) and hipcc compile the real device source, not only its emulation."""
-    import shutil
-
-    from kevolve import api
-
-    tool = {"cuda": "nvcc", "hip": "hipcc"}[name]
-    if shutil.which(tool) is None:
-        pytest.skip(f"{tool} is not installed")
-    be = get(name)
-    be.build(api.lower(masks(), None, be, {"M": 3, "N": 257}))
+    opcheck.gpu_compile(name, masks(), {"M": 3, "N": 257})
 
 
 def half_norm():

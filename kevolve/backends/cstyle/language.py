@@ -14,6 +14,7 @@ import re
 from functools import cached_property
 
 from ...ir import dtypes as dt
+from ...ir.nodes import dtype_of
 from ..pyexpr import PyLang
 from .stmts import (
     AddTo,
@@ -211,8 +212,6 @@ class CStyleLanguage:
     def acc(self, r) -> tuple[str, str, str, str]:
         """(type, identity, combine template, conversion template) of reduction `r`'s
         accumulator: f32 for a float body, int64 for an integer one."""
-        from ...ir.nodes import dtype_of
-
         if dtype_of(r.body).is_float:
             return "f32", self.ident[r.op], self.combine[r.op], self.to_acc
         mx, mn = self.int_maximum or self.maximum, self.int_minimum or self.minimum
